@@ -1,0 +1,55 @@
+"""The one exception tree of memstack.
+
+Errors of Redis, SQLAlchemy, Chroma and Qdrant are turned into these at the boundary
+(``raise StoreUnavailable(...) from exc``) so callers catch one family.
+"""
+
+from __future__ import annotations
+
+
+class MemstackError(Exception):
+    """Base of every error memstack raises on purpose."""
+
+
+class ConfigError(MemstackError):
+    """A setting is missing, malformed or inconsistent; raised at start."""
+
+
+class ValidationError(MemstackError, ValueError):
+    """Input from the caller was rejected before anything was written."""
+
+
+class InvalidId(ValidationError):
+    """A user, session or message id has unsafe characters or a bad length."""
+
+
+class InvalidContent(ValidationError):
+    """Message content is empty, oversized, or the role is unknown."""
+
+
+class StoreError(MemstackError):
+    """A backing store failed."""
+
+
+class StoreUnavailable(StoreError):
+    """A backing store could not be reached (down, timed out, refused)."""
+
+
+class SchemaMismatch(StoreError):
+    """The database schema or a vector collection does not match this version.
+
+    The message names the command that fixes it (``memstack db upgrade`` or
+    ``memstack reindex``).
+    """
+
+
+class LockNotAcquired(MemstackError):
+    """Another holder owns the session lock."""
+
+
+class ExtractionError(MemstackError):
+    """An extractor (usually the LLM) returned something unusable."""
+
+
+class NotFound(MemstackError, LookupError):
+    """A requested record does not exist."""

@@ -1,0 +1,173 @@
+"""One typed settings object, read from ``MEMSTACK_*`` variables or a ``.env`` file.
+
+Built by the entry points and passed down; nothing reads the environment elsewhere.
+Defaults are the numbers of the two seed documents unless a comment says *(ours)*.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from memstack.errors import ConfigError
+
+Locale = Literal["zh", "en"]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="MEMSTACK_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+    )
+
+    # --- stores -----------------------------------------------------------------
+    home: Path = Field(
+        default=Path(".memstack"),
+        description="Data folder of the embedded default (SQLite file, local vector stores).",
+    )
+    redis_url: str | None = Field(
+        default=None,
+        description="Redis URL, e.g. redis://127.0.0.1:6379/0. Unset: in-process fakeredis.",
+    )
+    database_url: str | None = Field(
+        default=None,
+        description="PostgreSQL URL, e.g. postgresql://user@127.0.0.1:5432/db. Unset: SQLite in home.",
+    )
+    vector_store: Literal["chroma", "qdrant"] = Field(
+        default="chroma", description="Vector store of semantic memory."
+    )
+    vector_url: str | None = Field(
+        default=None,
+        description="Server URL of the vector store (chroma run / Qdrant). Unset: embedded in home.",
+    )
+    kb_store: Literal["qdrant", "chroma"] = Field(
+        default="qdrant", description="Vector store of the knowledge base (seed 000 uses Qdrant)."
+    )
+    kb_url: str | None = Field(
+        default=None, description="Server URL of the knowledge-base store. Unset: embedded in home."
+    )
+    auto_migrate: bool | None = Field(
+        default=None,
+        description="Run database migrations at start. Unset: yes on SQLite, no on PostgreSQL.",
+    )
+    key_prefix: str = Field(
+        default="agent", pattern=r"^[A-Za-z0-9_.-]{1,32}$", description="Prefix of every Redis key."
+    )
+    store_timeout_s: float = Field(
+        default=2.0, gt=0, description="Per-store timeout on the read path (ours)."
+    )
+
+    # --- models -------------------------------------------------------------------
+    embedder: Literal["minilm", "openai", "hashing"] = Field(
+        default="minilm",
+        description="minilm: all-MiniLM-L6-v2 offline; openai: /v1/embeddings; hashing: tests only.",
+    )
+    embed_url: str | None = Field(default=None, description="Base URL of an OpenAI-compatible embeddings endpoint.")
+    embed_model: str = Field(default="text-embedding-3-small", description="Model name sent to embed_url.")
+    embed_api_key: str | None = Field(default=None, description="API key for embed_url.")
+    embed_dim: int = Field(default=384, gt=0, description="Dimension of the hashing embedder.")
+    llm_url: str | None = Field(
+        default=None, description="Base URL of an OpenAI-compatible chat endpoint. Unset: rules only."
+    )
+    llm_model: str = Field(default="gpt-4o-mini", description="Chat model name sent to llm_url.")
+    llm_api_key: str | None = Field(default=None, description="API key for llm_url.")
+    llm_timeout_s: float = Field(default=20.0, gt=0, description="Timeout of one LLM call.")
+    extractor: Literal["rules", "llm"] = Field(
+        default="rules", description="Fact extractor; llm needs llm_url and falls back to rules."
+    )
+
+    # --- working memory (seed 002 §2.1) ----------------------------------------------
+    locale: Locale = Field(default="zh", description="Label language of the assembled context.")
+    max_message_bytes: int = Field(default=65536, gt=0, description="Largest accepted message (UTF-8 bytes).")
+    window_turns: int = Field(default=20, gt=0, description="Turns kept in the Redis window.")
+    window_max_messages: int = Field(default=40, gt=0, description="LTRIM -N -1 of the window.")
+    window_ttl_s: int = Field(default=7200, gt=0, description="TTL of the window list.")
+    state_ttl_s: int = Field(default=86400, gt=0, description="TTL of the task-state hash.")
+    lock_ttl_s: int = Field(default=30, gt=0, description="TTL of the session lock.")
+    idempotency_ttl_s: int = Field(default=86400, gt=0, description="TTL of an idempotency mark (ours).")
+    recent_window_read: int = Field(default=10, gt=0, description="Messages read from the window per context.")
+    large_value_bytes: int = Field(
+        default=4096, gt=0, description="State values above this go to PostgreSQL (seed §6.1)."
+    )
+
+    # --- ingest (seed 002 §3) -------------------------------------------------------
+    ingest_batch: int = Field(default=16, gt=0, description="XREADGROUP COUNT of the worker.")
+    ingest_claim_idle_ms: int = Field(default=60000, gt=0, description="Idle time before XAUTOCLAIM.")
+    ingest_max_deliveries: int = Field(default=5, gt=0, description="Deliveries before dead-letter.")
+    summary_trigger_messages: int = Field(default=12, gt=0, description="Window size that triggers a summary.")
+    summary_quiet_s: int = Field(default=30, ge=0, description="Quiet time before summarising.")
+    chunk_split_chars: int = Field(default=500, gt=0, description="Split chunks longer than this.")
+    chunk_merge_chars: int = Field(default=50, ge=0, description="Merge chunks shorter than this.")
+
+    # --- read path (seed 002 §4) ----------------------------------------------------
+    vector_top_k: int = Field(default=20, gt=0, description="Vector candidates per query.")
+    vector_keep: int = Field(default=5, gt=0, description="Recalled snippets kept.")
+    weight_relevance: float = Field(default=0.7, ge=0, le=1, description="Weight of relevance.")
+    weight_recency: float = Field(default=0.3, ge=0, le=1, description="Weight of recency.")
+    recency_half_life_days: float = Field(default=14.0, gt=0, description="Half-life of recency decay.")
+    jaccard_threshold: float = Field(default=0.8, gt=0, le=1, description="Near-duplicate cut.")
+    distance_threshold: float | None = Field(
+        default=None, description="Drop hits with cosine distance above this (memstack calibrate)."
+    )
+    budget_tokens: int = Field(default=4000, gt=0, description="Token budget of the assembled context (ours).")
+    share_window: float = Field(default=0.45, ge=0, le=1, description="Budget share of the recent window.")
+    share_facts: float = Field(default=0.15, ge=0, le=1, description="Budget share of known facts.")
+    share_knowledge: float = Field(default=0.20, ge=0, le=1, description="Budget share of domain knowledge.")
+    share_semantic: float = Field(default=0.20, ge=0, le=1, description="Budget share of semantic recall.")
+
+    # --- retention (seed 002 §5.2) ----------------------------------------------------
+    retention_dialogue_days: int = Field(default=90, gt=0, description="Dialogue vectors kept this long.")
+    fact_archive_days: int = Field(default=180, gt=0, description="Never-hit facts archived after this.")
+
+    # --- session knowledge cache (seed 000) ---------------------------------------------
+    kc_enabled: bool = Field(default=True, description="Level-1 cache on; off is Level 2 only.")
+    kc_threshold: float = Field(default=0.70, ge=0, le=1, description="Score to enter Level 1.")
+    kc_capacity: int = Field(default=30, gt=0, description="Level-1 capacity (FIFO).")
+    kc_inject_max: int = Field(default=15, gt=0, description="Items injected per turn.")
+    kb_top_k: int = Field(default=10, gt=0, description="Level-2 hits per turn (ours).")
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        if abs(self.weight_relevance + self.weight_recency - 1.0) > 1e-6:
+            raise ValueError("weight_relevance + weight_recency must be 1.0")
+        shares = self.share_window + self.share_facts + self.share_knowledge + self.share_semantic
+        if shares > 1.0 + 1e-6:
+            raise ValueError(f"budget shares add up to {shares:.2f}; they must not exceed 1.0")
+        if self.window_max_messages < self.recent_window_read:
+            raise ValueError("window_max_messages must be >= recent_window_read")
+        if self.embedder == "openai" and not self.embed_url:
+            raise ValueError("embedder=openai needs embed_url (MEMSTACK_EMBED_URL)")
+        if self.extractor == "llm" and not self.llm_url:
+            raise ValueError("extractor=llm needs llm_url (MEMSTACK_LLM_URL)")
+        return self
+
+    # --- derived ------------------------------------------------------------------
+    @property
+    def embedded_redis(self) -> bool:
+        return not self.redis_url
+
+    @property
+    def embedded_database(self) -> bool:
+        return not self.database_url
+
+    @property
+    def should_migrate(self) -> bool:
+        return self.embedded_database if self.auto_migrate is None else self.auto_migrate
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build settings from the environment, turning pydantic errors into :class:`ConfigError`.
+
+    The message names each offending setting by its environment variable.
+    """
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        parts = []
+        for err in exc.errors():
+            loc = "_".join(str(p) for p in err["loc"]) if err["loc"] else ""
+            name = f"MEMSTACK_{loc.upper()}" if loc else "settings"
+            parts.append(f"{name}: {err['msg']}")
+        raise ConfigError("invalid settings — " + "; ".join(parts)) from exc

@@ -1,0 +1,52 @@
+"""The vector-store protocol shared by semantic memory and the knowledge base."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+MetaValue = str | int | float | bool
+
+
+@dataclass(frozen=True)
+class VectorRecord:
+    """One chunk to upsert: id ``msg_id#chunk_idx`` (or ``doc_id#chunk_idx``)."""
+
+    id: str
+    text: str
+    vector: Sequence[float]
+    metadata: Mapping[str, MetaValue] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class VectorHit:
+    """One search result. ``score`` is cosine similarity (1 = identical)."""
+
+    id: str
+    text: str
+    score: float
+    metadata: Mapping[str, MetaValue] = field(default_factory=dict)
+
+
+class VectorStore(Protocol):
+    """A collection of vectors with metadata filters.
+
+    ``scope`` is a mandatory, non-empty equality filter (semantic memory passes
+    ``{"user_id": ...}``): a search without it raises, so no query path can forget it.
+    """
+
+    async def upsert(self, records: Sequence[VectorRecord]) -> None: ...
+
+    async def search(
+        self,
+        vector: Sequence[float],
+        *,
+        scope: Mapping[str, MetaValue],
+        top_k: int,
+        where: Mapping[str, MetaValue] | None = None,
+    ) -> list[VectorHit]: ...
+
+    async def delete(self, *, scope: Mapping[str, MetaValue], ids: Sequence[str] | None = None) -> None: ...
+
+    async def close(self) -> None: ...
