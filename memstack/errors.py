@@ -27,6 +27,10 @@ class InvalidContent(ValidationError):
     """Message content is empty, oversized, or the role is unknown."""
 
 
+class SessionOwnershipError(ValidationError):
+    """The session id is already in use by another user; nothing was written."""
+
+
 class StoreError(MemstackError):
     """A backing store failed."""
 

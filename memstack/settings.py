@@ -33,14 +33,14 @@ class Settings(BaseSettings):
     )
     database_url: str | None = Field(
         default=None,
-        description="PostgreSQL URL, e.g. postgresql://user@127.0.0.1:5432/db. Unset: SQLite in home.",
+        description="PostgreSQL URL, e.g. postgresql://user@host:5432/db. Unset: SQLite in home.",
     )
     vector_store: Literal["chroma", "qdrant"] = Field(
         default="chroma", description="Vector store of semantic memory."
     )
     vector_url: str | None = Field(
         default=None,
-        description="Server URL of the vector store (chroma run / Qdrant). Unset: embedded in home.",
+        description="URL of a vector store server (chroma run / Qdrant). Unset: embedded in home.",
     )
     kb_store: Literal["qdrant", "chroma"] = Field(
         default="qdrant", description="Vector store of the knowledge base (seed 000 uses Qdrant)."
@@ -62,14 +62,19 @@ class Settings(BaseSettings):
     # --- models -------------------------------------------------------------------
     embedder: Literal["minilm", "openai", "hashing"] = Field(
         default="minilm",
-        description="minilm: all-MiniLM-L6-v2 offline; openai: /v1/embeddings; hashing: tests only.",
+        description="minilm: all-MiniLM-L6-v2 offline; openai: /v1/embeddings; hashing: tests.",
     )
-    embed_url: str | None = Field(default=None, description="Base URL of an OpenAI-compatible embeddings endpoint.")
-    embed_model: str = Field(default="text-embedding-3-small", description="Model name sent to embed_url.")
+    embed_url: str | None = Field(
+        default=None, description="Base URL of an OpenAI-compatible embeddings endpoint."
+    )
+    embed_model: str = Field(
+        default="text-embedding-3-small", description="Model name sent to embed_url."
+    )
     embed_api_key: str | None = Field(default=None, description="API key for embed_url.")
     embed_dim: int = Field(default=384, gt=0, description="Dimension of the hashing embedder.")
     llm_url: str | None = Field(
-        default=None, description="Base URL of an OpenAI-compatible chat endpoint. Unset: rules only."
+        default=None,
+        description="Base URL of an OpenAI-compatible chat endpoint. Unset: rules only.",
     )
     llm_model: str = Field(default="gpt-4o-mini", description="Chat model name sent to llm_url.")
     llm_api_key: str | None = Field(default=None, description="API key for llm_url.")
@@ -80,23 +85,35 @@ class Settings(BaseSettings):
 
     # --- working memory (seed 002 §2.1) ----------------------------------------------
     locale: Locale = Field(default="zh", description="Label language of the assembled context.")
-    max_message_bytes: int = Field(default=65536, gt=0, description="Largest accepted message (UTF-8 bytes).")
+    max_message_bytes: int = Field(
+        default=65536, gt=0, description="Largest accepted message (UTF-8 bytes)."
+    )
     window_turns: int = Field(default=20, gt=0, description="Turns kept in the Redis window.")
     window_max_messages: int = Field(default=40, gt=0, description="LTRIM -N -1 of the window.")
     window_ttl_s: int = Field(default=7200, gt=0, description="TTL of the window list.")
     state_ttl_s: int = Field(default=86400, gt=0, description="TTL of the task-state hash.")
     lock_ttl_s: int = Field(default=30, gt=0, description="TTL of the session lock.")
-    idempotency_ttl_s: int = Field(default=86400, gt=0, description="TTL of an idempotency mark (ours).")
-    recent_window_read: int = Field(default=10, gt=0, description="Messages read from the window per context.")
+    idempotency_ttl_s: int = Field(
+        default=86400, gt=0, description="TTL of an idempotency mark (ours)."
+    )
+    recent_window_read: int = Field(
+        default=10, gt=0, description="Messages read from the window per context."
+    )
     large_value_bytes: int = Field(
         default=4096, gt=0, description="State values above this go to PostgreSQL (seed §6.1)."
     )
 
     # --- ingest (seed 002 §3) -------------------------------------------------------
     ingest_batch: int = Field(default=16, gt=0, description="XREADGROUP COUNT of the worker.")
-    ingest_claim_idle_ms: int = Field(default=60000, gt=0, description="Idle time before XAUTOCLAIM.")
-    ingest_max_deliveries: int = Field(default=5, gt=0, description="Deliveries before dead-letter.")
-    summary_trigger_messages: int = Field(default=12, gt=0, description="Window size that triggers a summary.")
+    ingest_claim_idle_ms: int = Field(
+        default=60000, gt=0, description="Idle time before XAUTOCLAIM."
+    )
+    ingest_max_deliveries: int = Field(
+        default=5, gt=0, description="Deliveries before dead-letter."
+    )
+    summary_trigger_messages: int = Field(
+        default=12, gt=0, description="Window size that triggers a summary."
+    )
     summary_quiet_s: int = Field(default=30, ge=0, description="Quiet time before summarising.")
     chunk_split_chars: int = Field(default=500, gt=0, description="Split chunks longer than this.")
     chunk_merge_chars: int = Field(default=50, ge=0, description="Merge chunks shorter than this.")
@@ -106,20 +123,34 @@ class Settings(BaseSettings):
     vector_keep: int = Field(default=5, gt=0, description="Recalled snippets kept.")
     weight_relevance: float = Field(default=0.7, ge=0, le=1, description="Weight of relevance.")
     weight_recency: float = Field(default=0.3, ge=0, le=1, description="Weight of recency.")
-    recency_half_life_days: float = Field(default=14.0, gt=0, description="Half-life of recency decay.")
+    recency_half_life_days: float = Field(
+        default=14.0, gt=0, description="Half-life of recency decay."
+    )
     jaccard_threshold: float = Field(default=0.8, gt=0, le=1, description="Near-duplicate cut.")
     distance_threshold: float | None = Field(
         default=None, description="Drop hits with cosine distance above this (memstack calibrate)."
     )
-    budget_tokens: int = Field(default=4000, gt=0, description="Token budget of the assembled context (ours).")
-    share_window: float = Field(default=0.45, ge=0, le=1, description="Budget share of the recent window.")
+    budget_tokens: int = Field(
+        default=4000, gt=0, description="Token budget of the assembled context (ours)."
+    )
+    share_window: float = Field(
+        default=0.45, ge=0, le=1, description="Budget share of the recent window."
+    )
     share_facts: float = Field(default=0.15, ge=0, le=1, description="Budget share of known facts.")
-    share_knowledge: float = Field(default=0.20, ge=0, le=1, description="Budget share of domain knowledge.")
-    share_semantic: float = Field(default=0.20, ge=0, le=1, description="Budget share of semantic recall.")
+    share_knowledge: float = Field(
+        default=0.20, ge=0, le=1, description="Budget share of domain knowledge."
+    )
+    share_semantic: float = Field(
+        default=0.20, ge=0, le=1, description="Budget share of semantic recall."
+    )
 
     # --- retention (seed 002 §5.2) ----------------------------------------------------
-    retention_dialogue_days: int = Field(default=90, gt=0, description="Dialogue vectors kept this long.")
-    fact_archive_days: int = Field(default=180, gt=0, description="Never-hit facts archived after this.")
+    retention_dialogue_days: int = Field(
+        default=90, gt=0, description="Dialogue vectors kept this long."
+    )
+    fact_archive_days: int = Field(
+        default=180, gt=0, description="Never-hit facts archived after this."
+    )
 
     # --- session knowledge cache (seed 000) ---------------------------------------------
     kc_enabled: bool = Field(default=True, description="Level-1 cache on; off is Level 2 only.")
@@ -171,3 +202,13 @@ def load_settings(**overrides: object) -> Settings:
             name = f"MEMSTACK_{loc.upper()}" if loc else "settings"
             parts.append(f"{name}: {err['msg']}")
         raise ConfigError("invalid settings — " + "; ".join(parts)) from exc
+
+
+def settings_table() -> str:
+    """The README's configuration table, generated from the settings class."""
+    rows = ["| variable | default | meaning |", "|---|---|---|"]
+    for name, field in Settings.model_fields.items():
+        default = field.default
+        shown = "unset" if default is None else f"`{default}`"
+        rows.append(f"| `MEMSTACK_{name.upper()}` | {shown} | {field.description or ''} |")
+    return "\n".join(rows)

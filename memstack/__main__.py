@@ -1,0 +1,3 @@
+from memstack.cli import main
+
+main()

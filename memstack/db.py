@@ -1,0 +1,108 @@
+"""Database engine, URL handling and Alembic migrations for fact memory."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from memstack.errors import ConfigError, SchemaMismatch, StoreUnavailable
+from memstack.settings import Settings
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+
+
+def sync_url(settings: Settings) -> str:
+    """The synchronous SQLAlchemy URL (Alembic runs synchronously)."""
+    if settings.embedded_database:
+        settings.home.mkdir(parents=True, exist_ok=True)
+        return f"sqlite:///{(settings.home / 'memstack.db').resolve()}"
+    assert settings.database_url is not None
+    url = make_url(settings.database_url)
+    if url.drivername in ("postgresql", "postgres", "postgresql+psycopg2", "postgresql+asyncpg"):
+        url = url.set(drivername="postgresql+psycopg")
+    elif url.drivername == "sqlite+aiosqlite":
+        url = url.set(drivername="sqlite")
+    elif url.drivername not in ("postgresql+psycopg", "sqlite"):
+        raise ConfigError(
+            f"MEMSTACK_DATABASE_URL: driver {url.drivername!r} is not supported "
+            "(use postgresql://… or sqlite:///…)"
+        )
+    return url.render_as_string(hide_password=False)
+
+
+def async_url(settings: Settings) -> str:
+    url = make_url(sync_url(settings))
+    if url.drivername == "sqlite":
+        url = url.set(drivername="sqlite+aiosqlite")
+    return url.render_as_string(hide_password=False)
+
+
+def _sqlite_pragmas(dbapi_conn: object, _record: object) -> None:
+    cur = dbapi_conn.cursor()  # type: ignore[attr-defined]
+    # WAL lets the API and the in-process worker read while one writes.
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA busy_timeout=5000")
+    cur.close()
+
+
+def create_engine(settings: Settings) -> AsyncEngine:
+    url = async_url(settings)
+    if url.startswith("sqlite"):
+        engine = create_async_engine(url)
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_async_engine(url, pool_size=10, max_overflow=10, pool_pre_ping=True)
+
+
+def alembic_config(url: str) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def upgrade(settings: Settings, revision: str = "head") -> None:
+    """``memstack db upgrade``: bring the schema to ``revision``."""
+    try:
+        command.upgrade(alembic_config(sync_url(settings)), revision)
+    except SQLAlchemyError as exc:
+        raise StoreUnavailable(f"database: {exc}") from exc
+
+
+def head_revision() -> str | None:
+    return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+
+
+async def current_revision(engine: AsyncEngine) -> str | None:
+    def read(conn: Connection) -> str | None:
+        return MigrationContext.configure(conn).get_current_revision()
+
+    async with engine.connect() as conn:
+        return await conn.run_sync(read)
+
+
+async def prepare(engine: AsyncEngine, settings: Settings) -> None:
+    """Migrate (embedded default) or check that the schema is at head (servers)."""
+    try:
+        if settings.should_migrate:
+            await asyncio.to_thread(upgrade, settings)
+            return
+        current = await current_revision(engine)
+    except SQLAlchemyError as exc:
+        raise StoreUnavailable(f"database unreachable: {exc}") from exc
+    head = head_revision()
+    if current != head:
+        raise SchemaMismatch(
+            f"database schema is at {current or 'nothing'}, this memstack needs {head}: "
+            "run `memstack db upgrade` (or set MEMSTACK_AUTO_MIGRATE=true)"
+        )

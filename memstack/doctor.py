@@ -1,0 +1,66 @@
+"""Health checks behind ``memstack doctor``: reach each store and report its version."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import text
+
+from memstack import db
+from memstack.settings import Settings
+from memstack.stores import create_redis, redis_info
+
+
+@dataclass(frozen=True)
+class Check:
+    store: str
+    mode: str
+    ok: bool
+    detail: str
+
+
+async def _redis(settings: Settings) -> Check:
+    mode = "server" if settings.redis_url else "embedded (fakeredis)"
+    redis = create_redis(settings)
+    try:
+        if not settings.redis_url:
+            import fakeredis
+
+            await redis.ping()
+            return Check("redis", mode, True, f"fakeredis {fakeredis.__version__}, lost at exit")
+        info = await redis_info(redis)
+        return Check(
+            "redis",
+            mode,
+            True,
+            f"version {info.get('redis_version', '?')} {settings.redis_url or ''}",
+        )
+    except Exception as exc:
+        return Check("redis", mode, False, str(exc))
+    finally:
+        await redis.aclose()
+
+
+async def _database(settings: Settings) -> Check:
+    mode = "server" if settings.database_url else "embedded (SQLite)"
+    engine = db.create_engine(settings)
+    try:
+        async with engine.connect() as conn:
+            if engine.dialect.name == "postgresql":
+                version = str(await conn.scalar(text("SHOW server_version")))
+            else:
+                version = "SQLite " + str(await conn.scalar(text("SELECT sqlite_version()")))
+        current = await db.current_revision(engine)
+        head = db.head_revision()
+        schema = (
+            "schema at head" if current == head else f"schema {current} (run `memstack db upgrade`)"
+        )
+        return Check("database", mode, True, f"{version}; {schema}")
+    except Exception as exc:
+        return Check("database", mode, False, str(exc).splitlines()[0])
+    finally:
+        await engine.dispose()
+
+
+async def run_checks(settings: Settings) -> list[Check]:
+    return [await _redis(settings), await _database(settings)]

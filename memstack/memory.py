@@ -1,0 +1,191 @@
+"""The public asyncio API: :class:`AsyncMemory`.
+
+One object holds the connections built from one :class:`Settings`; the heavier parts
+(embedder, vector stores, extractors) are built on first use so that ``remember``
+stays a single Redis round trip from a cold start.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
+
+from memstack import db
+from memstack.errors import NotFound, SessionOwnershipError, StoreUnavailable
+from memstack.ids import validate_id
+from memstack.models import ToolResultRow
+from memstack.settings import Settings, load_settings
+from memstack.stores import create_redis
+from memstack.working_memory import SessionState, WindowMessage, WorkingMemory, validate_message
+
+Timestamp = datetime | float | int
+
+
+def to_ms(ts: Timestamp | None) -> int:
+    """Epoch milliseconds of a datetime (aware), epoch seconds, or now."""
+    if ts is None:
+        return int(time.time() * 1000)
+    if isinstance(ts, datetime):
+        if ts.tzinfo is None:
+            raise ValueError("ts must be timezone-aware")
+        return int(ts.timestamp() * 1000)
+    return int(float(ts) * 1000)
+
+
+def from_ms(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+class AsyncMemory:
+    """Layered memory for one deployment. Build with ``await AsyncMemory.open()``."""
+
+    def __init__(self, settings: Settings, engine: AsyncEngine, working: WorkingMemory) -> None:
+        self.settings = settings
+        self.engine = engine
+        self.sessions = async_sessionmaker(engine, expire_on_commit=False)
+        self.working = working
+
+    @classmethod
+    async def open(cls, settings: Settings | None = None) -> AsyncMemory:
+        settings = settings or load_settings()
+        redis = create_redis(settings)
+        engine = db.create_engine(settings)
+        try:
+            await redis.ping()
+        except Exception as exc:
+            await redis.aclose()
+            await engine.dispose()
+            raise StoreUnavailable(f"Redis unreachable at {settings.redis_url}: {exc}") from exc
+        try:
+            await db.prepare(engine, settings)
+        except Exception:
+            await redis.aclose()
+            await engine.dispose()
+            raise
+        return cls(settings, engine, WorkingMemory(redis, settings))
+
+    async def close(self) -> None:
+        await self.working.redis.aclose()
+        await self.engine.dispose()
+
+    async def __aenter__(self) -> AsyncMemory:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # --- write path -------------------------------------------------------------
+    async def remember(
+        self,
+        user_id: str,
+        session_id: str,
+        role: str,
+        content: str,
+        *,
+        msg_id: str | None = None,
+        ts: Timestamp | None = None,
+    ) -> str:
+        """Record one message; return its ``msg_id``.
+
+        Synchronous part only (seed 002 §3.1): the window, the state and the ingest job
+        in one atomic Redis script. A retry with the same ``msg_id`` changes nothing.
+        """
+        validate_id("user_id", user_id)
+        validate_id("session_id", session_id)
+        if msg_id is not None:
+            validate_id("msg_id", msg_id)
+        validate_message(self.settings, role, content)
+        result = await self.working.append(
+            user_id=user_id,
+            session_id=session_id,
+            role=role,
+            content=content,
+            ts_ms=to_ms(ts),
+            msg_id=msg_id,
+        )
+        return result.msg_id
+
+    async def window(
+        self, user_id: str, session_id: str, n: int | None = None
+    ) -> list[WindowMessage]:
+        validate_id("user_id", user_id)
+        validate_id("session_id", session_id)
+        return await self.working.window(user_id, session_id, n)
+
+    # --- task state ----------------------------------------------------------------
+    async def set_state(self, user_id: str, session_id: str, values: Mapping[str, Any]) -> None:
+        """Set task-state fields. A value larger than ``large_value_bytes`` is stored in
+        the database; the hash keeps a reference ``{"$ref", "summary", "bytes"}`` (seed §6.1).
+        """
+        validate_id("user_id", user_id)
+        validate_id("session_id", session_id)
+        await self._check_owner(user_id, session_id)
+        stored: dict[str, Any] = {}
+        for field, value in values.items():
+            encoded = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            size = len(encoded.encode("utf-8"))
+            if size > self.settings.large_value_bytes:
+                ref = await self._store_large(user_id, session_id, str(field), encoded, size)
+                stored[field] = {"$ref": ref, "summary": encoded[:200], "bytes": size}
+            else:
+                stored[field] = value
+        await self.working.set_state(user_id, session_id, stored)
+
+    async def get_state(self, user_id: str, session_id: str) -> SessionState:
+        validate_id("user_id", user_id)
+        validate_id("session_id", session_id)
+        return await self.working.get_state(user_id, session_id)
+
+    async def get_tool_result(self, user_id: str, ref: str) -> str:
+        """The full content behind a ``$ref`` left in the state hash."""
+        validate_id("user_id", user_id)
+        try:
+            async with self.sessions() as s:
+                row = await s.scalar(
+                    select(ToolResultRow).where(
+                        ToolResultRow.id == ref, ToolResultRow.user_id == user_id
+                    )
+                )
+        except SQLAlchemyError as exc:
+            raise StoreUnavailable(f"database: {exc}") from exc
+        if row is None:
+            raise NotFound(f"no tool result {ref!r} for this user")
+        return row.content
+
+    async def _store_large(
+        self, user_id: str, session_id: str, field: str, content: str, size: int
+    ) -> str:
+        ref = uuid.uuid4().hex
+        try:
+            async with self.sessions.begin() as s:
+                s.add(
+                    ToolResultRow(
+                        id=ref,
+                        user_id=user_id,
+                        session_id=session_id,
+                        field=field,
+                        content=content,
+                        size_bytes=size,
+                        created_at=datetime.now(UTC),
+                    )
+                )
+        except SQLAlchemyError as exc:
+            raise StoreUnavailable(f"database: {exc}") from exc
+        return ref
+
+    async def _check_owner(self, user_id: str, session_id: str) -> None:
+        owner = await self.working.session_owner(session_id)
+        if owner is not None and owner != user_id:
+            raise SessionOwnershipError("this session belongs to another user")
+
+    # --- maintenance ---------------------------------------------------------------
+    async def keys_without_ttl(self) -> list[str]:
+        return await self.working.keys_without_ttl()

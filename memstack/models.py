@@ -1,0 +1,175 @@
+"""SQLAlchemy tables of fact memory. Alembic migrations in ``memstack/migrations`` build them.
+
+The same tables run on PostgreSQL (production, tests) and SQLite (embedded default);
+type variants keep JSONB and BIGSERIAL on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+BigId = BigInteger().with_variant(Integer, "sqlite")
+JsonValue = JSON().with_variant(JSONB(), "postgresql")
+IdStr = String(128)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """TIMESTAMPTZ on PostgreSQL; on SQLite, naive UTC read back as aware UTC."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a UTC column")
+        return (
+            value.astimezone(UTC)
+            if dialect.name != "sqlite"
+            else value.astimezone(UTC).replace(tzinfo=None)
+        )
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class MessageRow(Base):
+    """The message ledger: every message, exactly as received."""
+
+    __tablename__ = "memory_message"
+
+    msg_id: Mapped[str] = mapped_column(IdStr, primary_key=True)
+    user_id: Mapped[str] = mapped_column(IdStr)
+    session_id: Mapped[str] = mapped_column(IdStr)
+    role: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+    __table_args__ = (
+        Index("ix_message_session_time", "session_id", "created_at"),
+        Index("ix_message_user_time", "user_id", "created_at"),
+    )
+
+
+_CURRENT = text("valid_until IS NULL")
+
+
+class FactRow(Base):
+    """Seed 002 §2.2 ``agent_memory_fact``, plus ``supersedes_id`` and hit tracking."""
+
+    __tablename__ = "agent_memory_fact"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    user_id: Mapped[str] = mapped_column(IdStr)
+    session_id: Mapped[str] = mapped_column(IdStr)
+    msg_id: Mapped[str] = mapped_column(IdStr)
+    fact_type: Mapped[str] = mapped_column(String(32))
+    fact_key: Mapped[str] = mapped_column(String(128))
+    fact_value: Mapped[Any] = mapped_column(JsonValue)
+    confidence: Mapped[float] = mapped_column(Float, default=1.0)
+    source: Mapped[str] = mapped_column(String(32))
+    valid_from: Mapped[datetime] = mapped_column(UTCDateTime())
+    valid_until: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    supersedes_id: Mapped[int | None] = mapped_column(
+        BigId, ForeignKey("agent_memory_fact.id"), nullable=True
+    )
+    hit_count: Mapped[int] = mapped_column(Integer, default=0)
+    last_hit_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+    __table_args__ = (
+        # Unique where current: two racing workers can never leave two current rows.
+        Index(
+            "idx_fact_user_key",
+            "user_id",
+            "fact_key",
+            unique=True,
+            postgresql_where=_CURRENT,
+            sqlite_where=_CURRENT,
+        ),
+        Index("uq_fact_msg", "msg_id", "fact_key", unique=True),
+        Index("ix_fact_user_history", "user_id", "fact_key", "valid_from"),
+    )
+
+
+class FactArchiveRow(Base):
+    """Cold facts moved out of the hot table (seed 002 §5.2): superseded or never hit."""
+
+    __tablename__ = "agent_memory_fact_archive"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    user_id: Mapped[str] = mapped_column(IdStr, index=True)
+    session_id: Mapped[str] = mapped_column(IdStr)
+    msg_id: Mapped[str] = mapped_column(IdStr)
+    fact_type: Mapped[str] = mapped_column(String(32))
+    fact_key: Mapped[str] = mapped_column(String(128))
+    fact_value: Mapped[Any] = mapped_column(JsonValue)
+    confidence: Mapped[float] = mapped_column(Float)
+    source: Mapped[str] = mapped_column(String(32))
+    valid_from: Mapped[datetime] = mapped_column(UTCDateTime())
+    valid_until: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    supersedes_id: Mapped[int | None] = mapped_column(BigId, nullable=True)
+    hit_count: Mapped[int] = mapped_column(Integer)
+    last_hit_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    archived_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class SummaryRow(Base):
+    """A structured session summary, always made from raw messages (seed 002 §5.1)."""
+
+    __tablename__ = "memory_session_summary"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    user_id: Mapped[str] = mapped_column(IdStr)
+    session_id: Mapped[str] = mapped_column(IdStr)
+    first_msg_id: Mapped[str] = mapped_column(IdStr)
+    last_msg_id: Mapped[str] = mapped_column(IdStr)
+    message_count: Mapped[int] = mapped_column(Integer)
+    topic: Mapped[str] = mapped_column(String(64))
+    content: Mapped[Any] = mapped_column(JsonValue)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+    __table_args__ = (
+        Index("uq_summary_last_msg", "session_id", "last_msg_id", unique=True),
+        Index("ix_summary_user", "user_id", "created_at"),
+    )
+
+
+class ToolResultRow(Base):
+    """Large tool output kept out of Redis; the state hash holds only its id (seed §6.1)."""
+
+    __tablename__ = "memory_tool_result"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[str] = mapped_column(IdStr, index=True)
+    session_id: Mapped[str] = mapped_column(IdStr)
+    field: Mapped[str] = mapped_column(String(128))
+    content: Mapped[str] = mapped_column(Text)
+    size_bytes: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())

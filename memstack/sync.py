@@ -1,0 +1,82 @@
+"""A synchronous facade for scripts: :class:`Memory` runs one :class:`AsyncMemory` on a
+private event loop thread and forwards each call to it, so there is one implementation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine, Mapping
+from typing import Any, TypeVar
+
+from memstack.memory import AsyncMemory, Timestamp
+from memstack.settings import Settings
+from memstack.working_memory import SessionState, WindowMessage
+
+T = TypeVar("T")
+
+
+class Memory:
+    """``with Memory() as mem: mem.remember(...)`` — the same core as :class:`AsyncMemory`."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="memstack", daemon=True)
+        self._thread.start()
+        try:
+            self.aio: AsyncMemory = self._run(AsyncMemory.open(settings))
+        except BaseException:
+            self._stop_loop()
+            raise
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def _stop_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+    def close(self) -> None:
+        if self._loop.is_closed():
+            return
+        try:
+            self._run(self.aio.close())
+        finally:
+            self._stop_loop()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def settings(self) -> Settings:
+        return self.aio.settings
+
+    def remember(
+        self,
+        user_id: str,
+        session_id: str,
+        role: str,
+        content: str,
+        *,
+        msg_id: str | None = None,
+        ts: Timestamp | None = None,
+    ) -> str:
+        return self._run(
+            self.aio.remember(user_id, session_id, role, content, msg_id=msg_id, ts=ts)
+        )
+
+    def window(self, user_id: str, session_id: str, n: int | None = None) -> list[WindowMessage]:
+        return self._run(self.aio.window(user_id, session_id, n))
+
+    def set_state(self, user_id: str, session_id: str, values: Mapping[str, Any]) -> None:
+        self._run(self.aio.set_state(user_id, session_id, values))
+
+    def get_state(self, user_id: str, session_id: str) -> SessionState:
+        return self._run(self.aio.get_state(user_id, session_id))
+
+    def get_tool_result(self, user_id: str, ref: str) -> str:
+        return self._run(self.aio.get_tool_result(user_id, ref))

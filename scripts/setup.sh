@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# One-command setup: a virtualenv in .venv with memstack and its dev tools.
+# torch is installed first from its CPU pin; a plain `torch` requirement would pull a
+# multi-GB CUDA build through sentence-transformers.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -r requirements/torch.txt
+.venv/bin/python -m pip install -q -e ".[dev]"
+echo "memstack installed in .venv — try: .venv/bin/memstack demo"

@@ -1,0 +1,118 @@
+"""Shared fixtures: the real Redis and PostgreSQL of this machine, and the embedded mode.
+
+With ``MEMSTACK_REQUIRE_SERVICES=1`` (CI) an unreachable Redis or PostgreSQL fails the
+run instead of skipping the tests that need it.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+import redis
+
+from memstack import db
+from memstack.memory import AsyncMemory
+from memstack.settings import Settings, load_settings
+
+REDIS_URL = os.environ.get("MEMSTACK_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+PG_ADMIN_URL = os.environ.get(
+    "MEMSTACK_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+REQUIRE = os.environ.get("MEMSTACK_REQUIRE_SERVICES", "") not in ("", "0", "false")
+
+
+def _unavailable(what: str, exc: Exception) -> None:
+    msg = f"{what} is not reachable: {exc}"
+    if REQUIRE:
+        pytest.fail(f"{msg} (MEMSTACK_REQUIRE_SERVICES is set)", pytrace=False)
+    pytest.skip(msg)
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
+    except Exception as exc:
+        _unavailable(f"Redis at {REDIS_URL}", exc)
+    return REDIS_URL
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """A fresh database for this test run, migrated to head, dropped afterwards."""
+    name = f"memstack_test_{uuid.uuid4().hex[:10]}"
+    try:
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=3) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    except Exception as exc:
+        _unavailable(f"PostgreSQL at {PG_ADMIN_URL}", exc)
+    base = PG_ADMIN_URL.rsplit("/", 1)[0]
+    url = f"{base}/{name}"
+    db.upgrade(load_settings(database_url=url))
+    yield url
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def make_settings(tmp_path: Path, **overrides: object) -> Settings:
+    base: dict[str, object] = {
+        "home": tmp_path / "home",
+        "key_prefix": f"t{uuid.uuid4().hex[:10]}",
+        "embedder": "hashing",
+    }
+    base.update(overrides)
+    return load_settings(**base)
+
+
+@pytest.fixture
+def service_settings(tmp_path: Path, redis_url: str, pg_url: str) -> Settings:
+    return make_settings(tmp_path, redis_url=redis_url, database_url=pg_url, auto_migrate=False)
+
+
+@pytest.fixture
+def embedded_settings(tmp_path: Path) -> Settings:
+    return make_settings(tmp_path)
+
+
+@pytest.fixture(params=["services", "embedded"])
+def any_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
+    if request.param == "services":
+        return make_settings(
+            tmp_path,
+            redis_url=request.getfixturevalue("redis_url"),
+            database_url=request.getfixturevalue("pg_url"),
+            auto_migrate=False,
+        )
+    return make_settings(tmp_path)
+
+
+async def _cleanup(mem: AsyncMemory) -> None:
+    r = mem.working.redis
+    keys = [k async for k in r.scan_iter(match=mem.working.keys.pattern(), count=1000)]
+    if keys:
+        await r.delete(*keys)
+
+
+@pytest.fixture
+async def mem(any_settings: Settings) -> AsyncIterator[AsyncMemory]:
+    m = await AsyncMemory.open(any_settings)
+    yield m
+    await _cleanup(m)
+    await m.close()
+
+
+@pytest.fixture
+async def service_mem(service_settings: Settings) -> AsyncIterator[AsyncMemory]:
+    m = await AsyncMemory.open(service_settings)
+    yield m
+    await _cleanup(m)
+    await m.close()
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:12]}"
