@@ -32,6 +32,16 @@ def validate_id(kind: str, value: object) -> str:
     return value
 
 
+def scoped_msg_id(session_id: str, caller_msg_id: str) -> str:
+    """The stored id of a caller-supplied message id.
+
+    Callers' ids are idempotency keys and need only be unique within their session
+    ("1", "D1:3"); prefixing the session keeps two sessions' ids apart in the ledger,
+    the fact table and the vector store.
+    """
+    return f"{session_id}:{validate_id('msg_id', caller_msg_id)}"
+
+
 def chunk_id(msg_id: str, chunk_idx: int) -> str:
     """Vector id of one chunk: ``msg_id#chunk_idx`` (seed 002 §2.3)."""
     return f"{msg_id}#{chunk_idx}"

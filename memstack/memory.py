@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
 from memstack import db
 from memstack.errors import NotFound, SessionOwnershipError, StoreUnavailable
-from memstack.ids import validate_id
+from memstack.ids import scoped_msg_id, validate_id
 from memstack.models import ToolResultRow
 from memstack.settings import Settings, load_settings
 from memstack.stores import create_redis
@@ -96,12 +96,12 @@ class AsyncMemory:
         """Record one message; return its ``msg_id``.
 
         Synchronous part only (seed 002 §3.1): the window, the state and the ingest job
-        in one atomic Redis script. A retry with the same ``msg_id`` changes nothing.
+        in one atomic Redis script. ``msg_id`` is the caller's idempotency key: a retry
+        with the same one changes nothing. It is scoped to the session, so the id
+        returned is ``"<session_id>:<msg_id>"`` (see :func:`memstack.ids.scoped_msg_id`).
         """
         validate_id("user_id", user_id)
         validate_id("session_id", session_id)
-        if msg_id is not None:
-            validate_id("msg_id", msg_id)
         validate_message(self.settings, role, content)
         result = await self.working.append(
             user_id=user_id,
@@ -109,7 +109,7 @@ class AsyncMemory:
             role=role,
             content=content,
             ts_ms=to_ms(ts),
-            msg_id=msg_id,
+            msg_id=scoped_msg_id(session_id, msg_id) if msg_id is not None else None,
         )
         return result.msg_id
 

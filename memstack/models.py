@@ -29,6 +29,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 BigId = BigInteger().with_variant(Integer, "sqlite")
 JsonValue = JSON().with_variant(JSONB(), "postgresql")
 IdStr = String(128)
+# A message id is "<ts>-<session>-<seq>" or "<session>:<caller id>": room for both parts.
+MsgIdStr = String(300)
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -63,12 +65,15 @@ class MessageRow(Base):
 
     __tablename__ = "memory_message"
 
-    msg_id: Mapped[str] = mapped_column(IdStr, primary_key=True)
+    msg_id: Mapped[str] = mapped_column(MsgIdStr, primary_key=True)
     user_id: Mapped[str] = mapped_column(IdStr)
     session_id: Mapped[str] = mapped_column(IdStr)
     role: Mapped[str] = mapped_column(String(16))
     content: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    # Space-joined lexical terms (jieba for Chinese), made client-side so PostgreSQL's
+    # 'simple' full-text config can index Chinese; GIN index created in the migration.
+    search_terms: Mapped[str] = mapped_column(Text, default="")
 
     __table_args__ = (
         Index("ix_message_session_time", "session_id", "created_at"),
@@ -87,7 +92,7 @@ class FactRow(Base):
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     user_id: Mapped[str] = mapped_column(IdStr)
     session_id: Mapped[str] = mapped_column(IdStr)
-    msg_id: Mapped[str] = mapped_column(IdStr)
+    msg_id: Mapped[str] = mapped_column(MsgIdStr)
     fact_type: Mapped[str] = mapped_column(String(32))
     fact_key: Mapped[str] = mapped_column(String(128))
     fact_value: Mapped[Any] = mapped_column(JsonValue)
@@ -125,7 +130,7 @@ class FactArchiveRow(Base):
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     user_id: Mapped[str] = mapped_column(IdStr, index=True)
     session_id: Mapped[str] = mapped_column(IdStr)
-    msg_id: Mapped[str] = mapped_column(IdStr)
+    msg_id: Mapped[str] = mapped_column(MsgIdStr)
     fact_type: Mapped[str] = mapped_column(String(32))
     fact_key: Mapped[str] = mapped_column(String(128))
     fact_value: Mapped[Any] = mapped_column(JsonValue)
@@ -148,8 +153,8 @@ class SummaryRow(Base):
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     user_id: Mapped[str] = mapped_column(IdStr)
     session_id: Mapped[str] = mapped_column(IdStr)
-    first_msg_id: Mapped[str] = mapped_column(IdStr)
-    last_msg_id: Mapped[str] = mapped_column(IdStr)
+    first_msg_id: Mapped[str] = mapped_column(MsgIdStr)
+    last_msg_id: Mapped[str] = mapped_column(MsgIdStr)
     message_count: Mapped[int] = mapped_column(Integer)
     topic: Mapped[str] = mapped_column(String(64))
     content: Mapped[Any] = mapped_column(JsonValue)

@@ -71,8 +71,8 @@ async def test_retry_with_same_msg_id_is_idempotent(mem: AsyncMemory) -> None:
     u, s = new_id("u"), new_id("s")
     first = await mem.remember(u, s, "user", "我预算不超过五千", msg_id="client-42")
     again = await mem.remember(u, s, "user", "我预算不超过五千", msg_id="client-42")
-    assert first == again == "client-42"
-    assert [m.msg_id for m in await mem.window(u, s)] == ["client-42"]
+    assert first == again == f"{s}:client-42"
+    assert [m.msg_id for m in await mem.window(u, s)] == [f"{s}:client-42"]
     assert await _jobs(mem) == 1
     assert (await mem.get_state(u, s)).turns == 1
 

@@ -28,7 +28,7 @@ def upgrade() -> None:
         ),
         sa.Column("user_id", sa.String(length=128), nullable=False),
         sa.Column("session_id", sa.String(length=128), nullable=False),
-        sa.Column("msg_id", sa.String(length=128), nullable=False),
+        sa.Column("msg_id", sa.String(length=300), nullable=False),
         sa.Column("fact_type", sa.String(length=32), nullable=False),
         sa.Column("fact_key", sa.String(length=128), nullable=False),
         sa.Column(
@@ -70,7 +70,7 @@ def upgrade() -> None:
         sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
         sa.Column("user_id", sa.String(length=128), nullable=False),
         sa.Column("session_id", sa.String(length=128), nullable=False),
-        sa.Column("msg_id", sa.String(length=128), nullable=False),
+        sa.Column("msg_id", sa.String(length=300), nullable=False),
         sa.Column("fact_type", sa.String(length=32), nullable=False),
         sa.Column("fact_key", sa.String(length=128), nullable=False),
         sa.Column(
@@ -98,14 +98,20 @@ def upgrade() -> None:
 
     op.create_table(
         "memory_message",
-        sa.Column("msg_id", sa.String(length=128), nullable=False),
+        sa.Column("msg_id", sa.String(length=300), nullable=False),
         sa.Column("user_id", sa.String(length=128), nullable=False),
         sa.Column("session_id", sa.String(length=128), nullable=False),
         sa.Column("role", sa.String(length=16), nullable=False),
         sa.Column("content", sa.Text(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("search_terms", sa.Text(), nullable=False, server_default=""),
         sa.PrimaryKeyConstraint("msg_id"),
     )
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute(
+            "CREATE INDEX ix_message_fts ON memory_message "
+            "USING gin (to_tsvector('simple', search_terms))"
+        )
     with op.batch_alter_table("memory_message", schema=None) as batch_op:
         batch_op.create_index("ix_message_session_time", ["session_id", "created_at"], unique=False)
         batch_op.create_index("ix_message_user_time", ["user_id", "created_at"], unique=False)
@@ -120,8 +126,8 @@ def upgrade() -> None:
         ),
         sa.Column("user_id", sa.String(length=128), nullable=False),
         sa.Column("session_id", sa.String(length=128), nullable=False),
-        sa.Column("first_msg_id", sa.String(length=128), nullable=False),
-        sa.Column("last_msg_id", sa.String(length=128), nullable=False),
+        sa.Column("first_msg_id", sa.String(length=300), nullable=False),
+        sa.Column("last_msg_id", sa.String(length=300), nullable=False),
         sa.Column("message_count", sa.Integer(), nullable=False),
         sa.Column("topic", sa.String(length=64), nullable=False),
         sa.Column(
