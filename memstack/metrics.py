@@ -1,0 +1,32 @@
+"""Prometheus metrics of memstack (seed 002 §5.3: each one answers for one kind of failure).
+
+Metrics live in the default registry so that any process (API, worker, CLI) exposes
+them with ``prometheus_client``'s own exposition. Add new ones here, one block per
+module that updates them, so every name is defined once.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+# --- read path (memstack.recall) ---------------------------------------------------------
+
+WINDOW_REBUILDS = Counter(
+    "memstack_window_rebuilds_total",
+    "Recent windows rebuilt from the ledger because Redis had none for a known session "
+    "(seed §5.1: Redis lost data, e.g. a restart or FLUSHDB).",
+)
+CONTEXT_DEGRADED = Counter(
+    "memstack_context_degraded_total",
+    "context() calls that came back without a layer because its store failed or timed out.",
+    ["layer"],
+)
+CONTEXT_SECONDS = Histogram(
+    "memstack_context_seconds",
+    "Wall time of one context() call.",
+    buckets=(0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.2, 0.5, 1.0, 2.5),
+)
+STALE_DROPS = Counter(
+    "memstack_context_stale_drops_total",
+    "Recalled snippets dropped because they carry a superseded fact value (seed §5.1).",
+)
