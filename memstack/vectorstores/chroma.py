@@ -1,0 +1,240 @@
+"""ChromaDB behind :class:`~memstack.vectorstores.base.VectorStore`.
+
+Embedded (``PersistentClient`` on a folder) or a ``chroma run`` server (``HttpClient``).
+The client is synchronous, so every call runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from memstack.errors import ConfigError, MemstackError, StoreError, StoreUnavailable
+from memstack.vectorstores.base import MetaValue, VectorHit, VectorRecord
+from memstack.vectorstores.filters import (
+    check_schema,
+    check_top_k,
+    check_vector,
+    conditions,
+    unique_records,
+)
+
+T = TypeVar("T")
+
+# Collection metadata keys recording which embedder wrote the vectors.
+VERSION_KEY = "memstack_model_version"
+DIM_KEY = "memstack_dim"
+# Chroma rejects larger batches (its limit is ~5k on SQLite); stay well below it.
+UPSERT_BATCH = 1000
+
+
+def _where(pairs: list[tuple[str, MetaValue]]) -> dict[str, Any]:
+    clauses: list[dict[str, Any]] = [{key: value} for key, value in pairs]
+    # Chroma wants a bare clause for one condition and $and only for two or more.
+    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+
+def _is_unreachable(exc: BaseException) -> bool:
+    import httpx
+
+    if isinstance(exc, httpx.TransportError | ConnectionError | TimeoutError):
+        return True
+    # HttpClient reports a refused connection at start as a bare ValueError.
+    return isinstance(exc, ValueError) and "could not connect" in str(exc).lower()
+
+
+class ChromaStore:
+    """One Chroma collection with cosine distance; ``score = 1 - distance``."""
+
+    def __init__(
+        self,
+        collection: str,
+        *,
+        model_version: str,
+        dim: int,
+        path: str | Path | None = None,
+        url: str | None = None,
+    ) -> None:
+        if (path is None) == (url is None):
+            raise ConfigError("ChromaStore needs exactly one of path or url")
+        self.collection_name = collection
+        self.model_version = model_version
+        self.dim = dim
+        self._path = Path(path) if path is not None else None
+        self._url = url
+        self._client: Any = None
+        self._collection: Any = None
+        self._open_lock = asyncio.Lock()
+
+    @classmethod
+    async def open(
+        cls,
+        collection: str,
+        *,
+        model_version: str,
+        dim: int,
+        path: str | Path | None = None,
+        url: str | None = None,
+    ) -> ChromaStore:
+        """Connect and create or check the collection now, rather than on first use."""
+        store = cls(collection, model_version=model_version, dim=dim, path=path, url=url)
+        await store.ensure_open()
+        return store
+
+    @property
+    def location(self) -> str:
+        return self._url or str(self._path)
+
+    async def _run(self, fn: Callable[[], T], what: str) -> T:
+        try:
+            return await asyncio.to_thread(fn)
+        except MemstackError:
+            raise
+        except Exception as exc:
+            where = f"chroma {self.location} collection {self.collection_name!r}"
+            if _is_unreachable(exc):
+                raise StoreUnavailable(f"{where}: cannot {what}: {exc}") from exc
+            raise StoreError(f"{where}: {what} failed: {exc}") from exc
+
+    def _connect(self) -> Any:
+        import chromadb
+        from chromadb.config import Settings as ChromaSettings
+
+        # No telemetry: it would try the network on every start, and there may be none.
+        settings = ChromaSettings(anonymized_telemetry=False)
+        if self._path is not None:
+            self._path.mkdir(parents=True, exist_ok=True)
+            return chromadb.PersistentClient(path=str(self._path), settings=settings)
+        assert self._url is not None
+        parts = urlsplit(self._url if "//" in self._url else f"http://{self._url}")
+        if not parts.hostname:
+            raise ConfigError(f"chroma url {self._url!r} has no host")
+        return chromadb.HttpClient(
+            host=parts.hostname,
+            port=parts.port or (443 if parts.scheme == "https" else 8000),
+            ssl=parts.scheme == "https",
+            settings=settings,
+        )
+
+    def _open_collection(self) -> Any:
+        from chromadb.errors import NotFoundError
+
+        client = self._client or self._connect()
+        self._client = client
+        try:
+            # get first: get_or_create would hide a collection made by another embedder.
+            collection = client.get_collection(self.collection_name, embedding_function=None)
+        except NotFoundError:
+            collection = client.get_or_create_collection(
+                self.collection_name,
+                configuration={"hnsw": {"space": "cosine"}},
+                metadata={VERSION_KEY: self.model_version, DIM_KEY: self.dim},
+                embedding_function=None,
+            )
+        meta = collection.metadata or {}
+        check_schema(
+            self.collection_name,
+            found_version=meta.get(VERSION_KEY),
+            found_dim=meta.get(DIM_KEY),
+            model_version=self.model_version,
+            dim=self.dim,
+        )
+        return collection
+
+    async def ensure_open(self) -> None:
+        if self._collection is not None:
+            return
+        async with self._open_lock:
+            if self._collection is None:
+                self._collection = await self._run(self._open_collection, "open the collection")
+
+    async def upsert(self, records: Sequence[VectorRecord]) -> None:
+        unique = unique_records(records, self.dim)
+        if not unique:
+            return
+        await self.ensure_open()
+        collection = self._collection
+
+        def work() -> None:
+            for start in range(0, len(unique), UPSERT_BATCH):
+                batch = unique[start : start + UPSERT_BATCH]
+                collection.upsert(
+                    ids=[r.id for r in batch],
+                    embeddings=[[float(x) for x in r.vector] for r in batch],
+                    documents=[r.text for r in batch],
+                    # Chroma rejects an empty metadata dict but accepts None.
+                    metadatas=[dict(r.metadata) or None for r in batch],
+                )
+
+        await self._run(work, "upsert")
+
+    async def search(
+        self,
+        vector: Sequence[float],
+        *,
+        scope: Mapping[str, MetaValue],
+        top_k: int,
+        where: Mapping[str, MetaValue] | None = None,
+    ) -> list[VectorHit]:
+        pairs = conditions(scope, where)
+        check_top_k(top_k)
+        query = check_vector(vector, self.dim)
+        await self.ensure_open()
+        collection = self._collection
+
+        def work() -> dict[str, Any]:
+            try:
+                result: dict[str, Any] = collection.query(
+                    query_embeddings=[query],
+                    n_results=top_k,
+                    where=_where(pairs),
+                    include=["documents", "metadatas", "distances"],
+                )
+            except Exception:
+                # Some Chroma versions raise when n_results exceeds an empty index.
+                if collection.count() == 0:
+                    return {}
+                raise
+            return result
+
+        result = await self._run(work, "search")
+        if not result or not result.get("ids"):
+            return []
+        ids = result["ids"][0]
+        docs = (result.get("documents") or [[]])[0] or [None] * len(ids)
+        metas = (result.get("metadatas") or [[]])[0] or [None] * len(ids)
+        dists = (result.get("distances") or [[]])[0] or [1.0] * len(ids)
+        return [
+            VectorHit(id=i, text=d or "", score=1.0 - float(dist), metadata=dict(m or {}))
+            for i, d, m, dist in zip(ids, docs, metas, dists, strict=True)
+        ]
+
+    async def delete(
+        self, *, scope: Mapping[str, MetaValue], ids: Sequence[str] | None = None
+    ) -> None:
+        pairs = conditions(scope, None)
+        if ids is not None and not ids:
+            return
+        await self.ensure_open()
+        collection = self._collection
+        id_list = list(ids) if ids is not None else None
+
+        def work() -> None:
+            collection.delete(ids=id_list, where=_where(pairs))
+
+        await self._run(work, "delete")
+
+    async def count(self) -> int:
+        """Number of vectors in the collection (all users): for stats and tests."""
+        await self.ensure_open()
+        collection = self._collection
+        return await self._run(lambda: int(collection.count()), "count")
+
+    async def close(self) -> None:
+        # Embedded clients share one process-wide system per path and HttpClient holds
+        # only a connection pool: dropping the references is all closing can do safely.
+        self._collection = None
+        self._client = None

@@ -1,0 +1,77 @@
+"""Build the two vector stores (semantic memory and knowledge base) from settings.
+
+The stores are returned unopened: they connect and check their collection on first
+use (or on ``await store.ensure_open()``), so a store that is down at start degrades
+one layer instead of stopping the process.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from memstack.embedders import Embedder, resolve_dim
+from memstack.vectorstores.base import VectorStore
+
+if TYPE_CHECKING:
+    from memstack.settings import Settings
+
+# The scope filter of semantic memory; a payload index makes it cheap on a Qdrant server.
+MEMORY_INDEX_KEYS = ("user_id", "session_id")
+
+
+async def build_store(
+    kind: Literal["chroma", "qdrant"],
+    *,
+    collection: str,
+    url: str | None,
+    settings: Settings,
+    embedder: Embedder,
+    index_keys: tuple[str, ...] = (),
+) -> VectorStore:
+    """A store of ``kind`` on ``url``, or embedded under ``settings.home / kind``."""
+    # A remote embedder only knows its dimension after answering once.
+    dim = await resolve_dim(embedder)
+    if kind == "chroma":
+        from memstack.vectorstores.chroma import ChromaStore
+
+        if url:
+            return ChromaStore(collection, model_version=embedder.model_version, dim=dim, url=url)
+        return ChromaStore(
+            collection, model_version=embedder.model_version, dim=dim, path=settings.home / "chroma"
+        )
+    from memstack.vectorstores.qdrant import QdrantStore
+
+    if url:
+        return QdrantStore(
+            collection,
+            model_version=embedder.model_version,
+            dim=dim,
+            url=url,
+            index_keys=index_keys,
+        )
+    return QdrantStore(
+        collection, model_version=embedder.model_version, dim=dim, path=settings.home / "qdrant"
+    )
+
+
+async def build_memory_store(settings: Settings, embedder: Embedder) -> VectorStore:
+    """Semantic memory: collection ``{key_prefix}_memory`` in ``settings.vector_store``."""
+    return await build_store(
+        settings.vector_store,
+        collection=f"{settings.key_prefix}_memory",
+        url=settings.vector_url,
+        settings=settings,
+        embedder=embedder,
+        index_keys=MEMORY_INDEX_KEYS,
+    )
+
+
+async def build_kb_store(settings: Settings, embedder: Embedder) -> VectorStore:
+    """Knowledge base: collection ``{key_prefix}_kb`` in ``settings.kb_store``."""
+    return await build_store(
+        settings.kb_store,
+        collection=f"{settings.key_prefix}_kb",
+        url=settings.kb_url,
+        settings=settings,
+        embedder=embedder,
+    )
