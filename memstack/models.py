@@ -178,3 +178,23 @@ class ToolResultRow(Base):
     content: Mapped[str] = mapped_column(Text)
     size_bytes: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class KBDocumentRow(Base):
+    """The knowledge-base registry (seed 000): one row per document, its chunks in the
+    KB vector store under ids ``doc_id#chunk_idx``. ``content_hash`` makes a re-add of
+    unchanged content a no-op; ``chunk_count`` says which chunk ids a shorter version
+    leaves behind.
+    """
+
+    __tablename__ = "memory_kb_document"
+
+    namespace: Mapped[str] = mapped_column(String(64), primary_key=True)
+    doc_id: Mapped[str] = mapped_column(IdStr, primary_key=True)
+    title: Mapped[str] = mapped_column(String(300))
+    source: Mapped[str] = mapped_column(Text)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    chunk_count: Mapped[int] = mapped_column(Integer)
+    model_version: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())

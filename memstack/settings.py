@@ -158,6 +158,9 @@ class Settings(BaseSettings):
     kc_capacity: int = Field(default=30, gt=0, description="Level-1 capacity (FIFO).")
     kc_inject_max: int = Field(default=15, gt=0, description="Items injected per turn.")
     kb_top_k: int = Field(default=10, gt=0, description="Level-2 hits per turn (ours).")
+    kb_min_score: float = Field(
+        default=0.5, ge=-1, le=1, description="Level-2 hits scoring below this are noise (ours)."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
