@@ -1,0 +1,424 @@
+"""The documented fact-key vocabulary and the value normalisers behind it.
+
+Both extractors pass every fact through :func:`normalise_fact`, so one meaning lands
+under one key however it was said ("预算", "budget", "max_budget" → ``budget_limit``)
+and values have one shape per key (seed 002 §2.2). docs/facts.md is the user-facing
+copy of :data:`VOCABULARY`; keep the two in step.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from memstack.extraction.base import Fact, FactType
+
+ValueKind = Literal["money", "list", "text", "language"]
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    key: str
+    type: FactType
+    kind: ValueKind
+    synonyms: tuple[str, ...]
+    # Items of an accumulating list are never dropped by a turn word: "其实别推荐X"
+    # adds X, it does not forget what was banned before.
+    accumulate: bool = False
+
+
+def _spec(key: str, type_: FactType, kind: ValueKind, synonyms: str, **kw: bool) -> KeySpec:
+    return KeySpec(key, type_, kind, tuple(synonyms.split()), **kw)
+
+
+VOCABULARY: dict[str, KeySpec] = {
+    spec.key: spec
+    for spec in (
+        _spec(
+            "budget_limit", "constraint", "money",
+            "budget max_budget budget_max budget_cap price_limit max_price price_cap "
+            "spending_limit 预算 预算上限 最高预算 价位 价格上限",
+        ),
+        _spec(
+            "likes", "preference", "list",
+            "like liked loves preference preferences preferred favorite favorites favourite "
+            "favourites 喜欢 偏好 爱好",
+        ),
+        _spec("dislikes", "preference", "list", "dislike disliked hates hate 不喜欢 讨厌 反感"),
+        _spec(
+            "focus", "preference", "list",
+            "priorities priority cares_about care_about key_concerns concerns focus_on "
+            "关注 重点 重点关注 关注点 在意",
+        ),
+        _spec(
+            "do_not_recommend", "constraint", "list",
+            "dont_recommend do_not_suggest avoid blacklist blocklist exclude excluded "
+            "no_recommend not_recommend 不要推荐 别推荐 不推荐 排除",
+            accumulate=True,
+        ),
+        _spec("name", "profile", "text", "user_name username full_name 姓名 名字 称呼"),
+        _spec(
+            "city", "profile", "text",
+            "location home_city residence lives_in 城市 所在城市 居住地 住址",
+        ),
+        _spec(
+            "occupation", "profile", "text", "job profession job_title work career 职业 工作"
+        ),
+        _spec(
+            "language", "preference", "language",
+            "response_language reply_language preferred_language lang 语言 回复语言",
+        ),
+        _spec(
+            "goal", "task", "text",
+            "task current_goal intent shopping_for looking_for 目标 需求 任务",
+        ),
+    )
+}  # fmt: skip
+
+_SYNONYMS: dict[str, str] = {
+    syn.casefold(): spec.key for spec in VOCABULARY.values() for syn in (spec.key, *spec.synonyms)
+}
+
+
+def canonical_key(raw: str) -> str:
+    """Map a key as written (any case, spaces, hyphens, a synonym) to its canonical form.
+
+    Keys outside the vocabulary become snake_case and pass through: the LLM may find
+    facts we have no name for, and dropping them would lose information.
+    """
+    key = re.sub(r"[\s\-./]+", "_", raw.strip()).strip("_").casefold()
+    return _SYNONYMS.get(key, key)
+
+
+# --- numbers ------------------------------------------------------------------------
+
+_CN_DIGITS = {ch: i for i, ch in enumerate("零一二三四五六七八九")} | {"〇": 0, "两": 2, "俩": 2}
+_CN_UNITS = {"十": 10, "百": 100, "千": 1000}
+_CN_BIG = (("亿", 100_000_000), ("万", 10_000))
+_ARABIC = re.compile(r"\d+(?:\.\d+)?")
+_SUFFIX_MULT = {"k": 1000, "K": 1000, "w": 10_000}
+
+# One token of a number as people type it. Chinese numerals must start with a digit or
+# 十, so 千万 ("by all means") and 万一 ("in case") are not amounts; lowercase w is the
+# chat shorthand for 万 (2w = 20 000), uppercase W is watts.
+NUMBER_PATTERN = (
+    r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+    r"(?:\s*(?:thousand|grand|million|mn)\b|[kKw万千](?![A-Za-z]))?"
+    r"|[一二两俩三四五六七八九十][零〇一二两俩三四五六七八九十百千万亿]*"
+)
+
+
+def _small_cn(text: str) -> float | None:
+    """A number below 10 000: 三千五 → 3500, 八千零五 → 8005, 十 → 10, 1.5 → 1.5."""
+    if not text:
+        return None
+    if _ARABIC.fullmatch(text):
+        return float(text)
+    total = 0.0
+    pending: float | None = None
+    last_unit = 0
+    after_unit = False  # a digit right after a unit is the shorthand 三千五 = 3500
+    zero_seen = False
+    i = 0
+    while i < len(text):
+        m = _ARABIC.match(text, i)
+        if m:
+            pending, i = float(m.group()), m.end()
+            after_unit = False
+            continue
+        ch = text[i]
+        i += 1
+        if ch in _CN_DIGITS:
+            if _CN_DIGITS[ch] == 0:
+                zero_seen = True
+            pending = float(_CN_DIGITS[ch])
+        elif ch in _CN_UNITS:
+            unit = _CN_UNITS[ch]
+            total += (pending if pending is not None else 1.0) * unit
+            pending, last_unit, after_unit, zero_seen = None, unit, True, False
+            continue
+        else:
+            return None
+        after_unit = after_unit and not zero_seen and pending is not None and last_unit > 0
+    if pending is not None:
+        total += pending * (last_unit // 10) if after_unit and last_unit >= 10 else pending
+    return total
+
+
+def _cn_number(text: str, shorthand: int = 0) -> float | None:
+    for char, mult in _CN_BIG:
+        if char in text:
+            left, right = text.split(char, 1)
+            high = _cn_number(left) if left else 1.0
+            if high is None:
+                return None
+            # 一万二 = 12 000: a lone digit after a big unit counts in the next unit down.
+            low = _cn_number(right, shorthand=mult // 10) if right else 0.0
+            return None if low is None else high * mult + low
+    if shorthand and len(text) == 1 and (text in _CN_DIGITS or text.isdigit()):
+        return float((_CN_DIGITS[text] if text in _CN_DIGITS else int(text)) * shorthand)
+    return _small_cn(text.lstrip("零〇"))
+
+
+def parse_number(text: str) -> float | None:
+    """Read a number written in digits, Chinese numerals or a mix.
+
+    五千 → 5000, 两万 → 20000, 一万二 → 12000, 三千五 → 3500, 1.5万 → 15000,
+    十万 → 100000, "5,000" → 5000, "3k" → 3000, "2w" → 20000, "1.2 million" → 1200000.
+    Returns None when ``text`` is not a number.
+    """
+    s = text.strip().replace(",", "").replace("，", "")
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(thousand|grand|million|mn|m)", s, re.IGNORECASE)
+    if m:
+        mult = 1000 if m.group(2).lower() in ("thousand", "grand") else 1_000_000
+        return float(m.group(1)) * mult
+    if s and s[-1] in _SUFFIX_MULT and _ARABIC.fullmatch(s[:-1].strip()):
+        return float(s[:-1].strip()) * _SUFFIX_MULT[s[-1]]
+    if s and s[-1] in "万千" and _ARABIC.fullmatch(s[:-1].strip()):
+        return float(s[:-1].strip()) * (10_000 if s[-1] == "万" else 1000)
+    if not s or not re.fullmatch(r"[\d.零〇一二两俩三四五六七八九十百千万亿]+", s):
+        return None
+    return _cn_number(s)
+
+
+def tidy_number(x: float) -> int | float:
+    """8000.0 → 8000, so stored JSON reads the way people write amounts."""
+    return int(x) if float(x).is_integer() else round(x, 2)
+
+
+# --- money --------------------------------------------------------------------------
+
+_CURRENCY_SPELLINGS = {
+    "CNY": "人民币 块钱 元 块 rmb cny yuan ¥ ￥",
+    "USD": "美元 美金 刀 us$ usd dollars dollar bucks $",
+    "EUR": "欧元 eur euros euro €",
+    "GBP": "英镑 gbp pounds £",
+    "JPY": "日元 jpy yen",
+    "HKD": "港币 港元 hkd hk$",
+}
+# Longest spellings first so "US$" wins over "$" and "块钱" over "块".
+CURRENCY_WORDS: tuple[tuple[str, str], ...] = tuple(
+    sorted(
+        ((word, code) for code, words in _CURRENCY_SPELLINGS.items() for word in words.split()),
+        key=lambda pair: -len(pair[0]),
+    )
+)
+_CURRENCY_CODES = {code for _, code in CURRENCY_WORDS}
+
+
+def currency_code(word: str) -> str | None:
+    """元/块/RMB/¥ → CNY, $/USD/dollars → USD, €/EUR → EUR ...; None if unknown."""
+    w = word.strip().casefold()
+    if w.upper() in _CURRENCY_CODES:
+        return w.upper()
+    for spelling, code in CURRENCY_WORDS:
+        if w == spelling:
+            return code
+    return None
+
+
+def find_currency(text: str) -> str | None:
+    """The first currency named anywhere in ``text``."""
+    low = text.casefold()
+    best: tuple[int, str] | None = None
+    for spelling, code in CURRENCY_WORDS:
+        pattern = re.escape(spelling)
+        if spelling.isascii() and spelling.isalpha():
+            pattern = rf"(?<![a-z]){pattern}(?![a-z])"
+        m = re.search(pattern, low)
+        if m and (best is None or m.start() < best[0]):
+            best = (m.start(), code)
+    return best[1] if best else None
+
+
+def has_cjk(text: str) -> bool:
+    return re.search(r"[\u4e00-\u9fff]", text) is not None
+
+
+def default_currency(text: str) -> str:
+    """CNY for Chinese text, USD otherwise, when nobody named a currency."""
+    return "CNY" if has_cjk(text) else "USD"
+
+
+def normalise_money(value: Any, *, default_currency: str = "CNY") -> dict[str, Any]:
+    """Any budget as written → ``{"amount": 8000, "currency": "CNY"}``.
+
+    Accepts a number, a string ("8000元", "¥8,000", "八千"), or a mapping with
+    amount/value/max/limit and currency. A range (min/max, "5000-8000") keeps its upper
+    bound: the limit is the most the user will spend.
+    """
+    if isinstance(value, bool):
+        raise ValueError("a boolean is not an amount")
+    if isinstance(value, int | float):
+        return {"amount": tidy_number(float(value)), "currency": default_currency}
+    if isinstance(value, Mapping):
+        cur = value.get("currency")
+        code = currency_code(str(cur)) if cur else None
+        for field in ("amount", "max", "limit", "upper", "value", "to"):
+            if value.get(field) is not None:
+                inner = normalise_money(value[field], default_currency=code or default_currency)
+                return {"amount": inner["amount"], "currency": code or inner["currency"]}
+        raise ValueError(f"no amount in {dict(value)!r}")
+    if isinstance(value, str):
+        code = find_currency(value) or default_currency
+        numbers = [
+            n for tok in re.findall(NUMBER_PATTERN, value) if (n := parse_number(tok)) is not None
+        ]
+        if not numbers:
+            raise ValueError(f"no amount in {value!r}")
+        return {"amount": tidy_number(max(numbers)), "currency": code}
+    raise ValueError(f"cannot read an amount from {type(value).__name__}")
+
+
+# --- lists, text, language ---------------------------------------------------------------
+
+_ITEM_SPLIT = re.compile(
+    r"\s*(?:、|，|,|；|;|/|以及|和|与|及|跟|\band\b|\bor\b|或者|或)\s*", re.IGNORECASE
+)
+_EDGE_JUNK = re.compile(
+    r"^(?:的是|是|的|那种|这种|一些|任何|any|the|some|more)\s+|^(?:的是|是|那种|这种|一些|任何)"
+    r"|\s*(?:了|吧|啊|呀|哦|呢|哈|嘛|的啦|啦|please|anymore|any more|again|for me|to me)$",
+    re.IGNORECASE,
+)
+
+
+def clean_item(text: str) -> str:
+    s = text.strip(" \t\"'“”‘’「」《》()（）。.!！?？~～")
+    for _ in range(3):
+        trimmed = _EDGE_JUNK.sub("", s).strip(" \t\"'“”‘’。.!！?？~～")
+        if trimmed == s:
+            break
+        s = trimmed
+    return s
+
+
+def normalise_list(value: Any) -> list[str]:
+    """ "续航和重量" → ["续航", "重量"]; a list is cleaned and de-duplicated in order."""
+    raw = value if isinstance(value, list | tuple) else [value]
+    items: list[str] = []
+    for entry in raw:
+        if entry is None:
+            continue
+        for part in _ITEM_SPLIT.split(str(entry)):
+            item = clean_item(part)
+            if item and item.casefold() not in {i.casefold() for i in items}:
+                items.append(item)
+    if not items:
+        raise ValueError(f"empty list value {value!r}")
+    return items
+
+
+_LANGUAGE_SPELLINGS = {
+    "zh": "中文 汉语 普通话 简体中文 chinese mandarin",
+    "en": "英文 英语 english",
+    "ja": "日语 日文 japanese",
+    "ko": "韩语 韩文 korean",
+    "fr": "法语 french",
+    "de": "德语 german",
+    "es": "西班牙语 spanish",
+    "yue": "粤语 cantonese",
+}
+LANGUAGES: dict[str, str] = {
+    word: code for code, words in _LANGUAGE_SPELLINGS.items() for word in words.split()
+}
+
+
+def normalise_language(value: Any) -> str:
+    """英文/English/en → "en"; a language we do not know keeps its spelling."""
+    s = str(value).strip()
+    low = s.casefold()
+    if low in LANGUAGES.values():
+        return low
+    return LANGUAGES.get(low, s)
+
+
+def normalise_text(value: Any) -> str:
+    s = clean_item(str(value)) if value is not None else ""
+    if not s:
+        raise ValueError("empty text value")
+    return s
+
+
+def normalise_value(key: str, value: Any, *, default_currency: str = "CNY") -> Any:
+    """Shape ``value`` for canonical ``key``; raises ValueError when it is unusable."""
+    spec = VOCABULARY.get(key)
+    if spec is None:
+        return value
+    if spec.kind == "money":
+        return normalise_money(value, default_currency=default_currency)
+    if spec.kind == "list":
+        return normalise_list(value)
+    if spec.kind == "language":
+        return normalise_language(value)
+    return normalise_text(value)
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Equality that ignores list order and letter case, so a restatement is not a change."""
+    if isinstance(a, list) and isinstance(b, list):
+        return {str(x).casefold() for x in a} == {str(x).casefold() for x in b}
+    if isinstance(a, str) and isinstance(b, str):
+        return a.casefold() == b.casefold()
+    return bool(a == b)
+
+
+def normalise_known(known: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Canonical keys and shapes for the caller's current facts; unreadable values stay raw."""
+    out: dict[str, Any] = {}
+    for raw_key, value in (known or {}).items():
+        key = canonical_key(raw_key)
+        try:
+            out[key] = normalise_value(key, value)
+        except ValueError:
+            out[key] = value
+    return out
+
+
+def normalise_fact(fact: Fact, *, default_currency: str = "CNY") -> Fact | None:
+    """Canonical key, the vocabulary's type, a normalised value; None if the value is unusable."""
+    key = canonical_key(fact.key)
+    spec = VOCABULARY.get(key)
+    try:
+        value = normalise_value(key, fact.value, default_currency=default_currency)
+        supersedes = (
+            normalise_value(key, fact.supersedes, default_currency=default_currency)
+            if fact.supersedes is not None
+            else None
+        )
+    except ValueError:
+        return None
+    return fact.model_copy(
+        update={
+            "key": key,
+            "type": spec.type if spec else fact.type,
+            "value": value,
+            "supersedes": supersedes,
+        }
+    )
+
+
+def reconcile(fact: Fact, known: Mapping[str, Any], *, additive: bool = False) -> Fact:
+    """Relate a normalised fact to the user's known value of the same key.
+
+    List keys come back whole (known items + new ones) because the fact store keeps one
+    current row per key: emitting only the new item would retire the old ones. A turn
+    word replaces the list instead, unless the key accumulates or the text says "also".
+    ``supersedes`` becomes the known value whenever it differs from the new one.
+    """
+    old = known.get(fact.key)
+    if old is None:
+        return fact
+    value = fact.value
+    spec = VOCABULARY.get(fact.key)
+    if (
+        spec is not None
+        and spec.kind == "list"
+        and isinstance(old, list)
+        and (spec.accumulate or additive or not fact.override)
+    ):
+        value = normalise_list([*old, *value])
+    if same_value(old, value):
+        return fact.model_copy(update={"value": value})
+    return fact.model_copy(update={"value": value, "supersedes": old})
