@@ -30,3 +30,30 @@ STALE_DROPS = Counter(
     "memstack_context_stale_drops_total",
     "Recalled snippets dropped because they carry a superseded fact value (seed §5.1).",
 )
+
+# --- session knowledge cache (memstack.knowledge_cache, seed 000) -------------------------
+
+KNOWLEDGE_SECTION_CHARS = Histogram(
+    "memstack_knowledge_section_chars",
+    "Characters of the domain-knowledge section injected per turn (seed 000: prompt growth).",
+    buckets=(0, 250, 500, 1000, 2000, 3000, 4000, 6000, 8000, 12000, 16000),
+)
+KNOWLEDGE_SECTION_ITEMS = Histogram(
+    "memstack_knowledge_section_items",
+    "Items of the domain-knowledge section injected per turn.",
+    buckets=(0, 1, 2, 3, 5, 8, 10, 15, 20, 30),
+)
+KNOWLEDGE_ITEMS = Counter(
+    "memstack_knowledge_items_total",
+    "Injected knowledge items by origin: cached (Level 1) or retrieved this turn (Level 2).",
+    ["origin"],
+)
+KNOWLEDGE_TURNS = Counter(
+    "memstack_knowledge_turns_total",
+    "Knowledge-cache turns, by whether Level 1 was on (kc_enabled).",
+    ["cache"],
+)
+KNOWLEDGE_SEARCH_FAILURES = Counter(
+    "memstack_knowledge_search_failures_total",
+    "Turns whose Level-2 search failed, so only Level 1 was injected.",
+)

@@ -182,7 +182,7 @@ class ToolResultRow(Base):
 
 class KBDocumentRow(Base):
     """The knowledge-base registry (seed 000): one row per document, its chunks in the
-    KB vector store under ids ``doc_id#chunk_idx``. ``content_hash`` makes a re-add of
+    KB vector store under ids ``namespace:doc_id#chunk_idx``. ``content_hash`` makes a re-add of
     unchanged content a no-op; ``chunk_count`` says which chunk ids a shorter version
     leaves behind.
     """

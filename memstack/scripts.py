@@ -70,3 +70,40 @@ RELEASE_LOCK = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+
+# KEYS: session knowledge cache (a JSON list), state. ARGV: user_id, capacity, ttl_s,
+#       then hash1, item1_json, hash2, item2_json, ... (this turn's items >= threshold)
+# Returns the list as it was before this turn (or false): the turn merges that with its
+# own hits, and the read-modify-write here is atomic, so concurrent turns of one session
+# never lose each other's items (seed 000's reserved "distributed lock").
+# An item whose hash is cached replaces the old entry and moves to the tail; the head
+# is evicted past capacity (FIFO). Without new items the TTL is still refreshed.
+KNOWLEDGE_TURN = """
+local owner = redis.call('HGET', KEYS[2], '_user_id')
+if owner and owner ~= ARGV[1] then
+  return redis.error_reply('OWNER session belongs to another user')
+end
+local raw = redis.call('GET', KEYS[1])
+if #ARGV < 5 then
+  if raw then redis.call('EXPIRE', KEYS[1], ARGV[3]) end
+  return raw
+end
+local items = {}
+if raw then
+  local ok, decoded = pcall(cjson.decode, raw)
+  -- A corrupt value is dropped rather than failing every later turn of the session.
+  if ok and type(decoded) == 'table' then items = decoded end
+end
+local fresh = {}
+for i = 4, #ARGV, 2 do fresh[ARGV[i]] = true end
+local kept = {}
+for _, item in ipairs(items) do
+  if type(item) == 'table' and not fresh[item['hash']] then kept[#kept + 1] = item end
+end
+for i = 5, #ARGV, 2 do kept[#kept + 1] = cjson.decode(ARGV[i]) end
+local first = math.max(1, #kept - tonumber(ARGV[2]) + 1)
+local out = {}
+for i = first, #kept do out[#out + 1] = kept[i] end
+redis.call('SET', KEYS[1], cjson.encode(out), 'EX', ARGV[3])
+return raw
+"""

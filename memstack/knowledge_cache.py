@@ -1,0 +1,349 @@
+"""The two-level session knowledge cache (seed 000).
+
+Level 2 searches the knowledge base with the current message, every turn. Level 1 is
+what the session has already found: a JSON list in Redis under
+``agent:session:{sid}:knowledge`` (the session's hash tag), whose TTL is the window's
+and is refreshed every turn. Each turn:
+
+1. Level 2: search with the message; hits under ``kb_min_score`` are noise and dropped;
+2. Level 1: read the list and, in the same atomic Redis script, append this turn's
+   hits scoring at least ``kc_threshold`` (an item whose text hash is cached replaces
+   the old entry and moves to the tail; past ``kc_capacity`` the head is evicted: FIFO);
+3. :func:`merge_levels`, exactly the seed's: Level 1 first, a Level-2 item replaces one
+   with the same text hash only with a strictly higher score, sort by score descending,
+   keep ``kc_inject_max``;
+4. render each item with its origin, ``[历史缓存]`` / ``[本轮检索]`` (en ``[cached]`` /
+   ``[this turn]``), log the section's size and count it in the metrics.
+
+The merge sees Level 1 as it was before this turn (the seed updates the cache after
+the LLM call), so an item found now is labelled "this turn" even though it is cached
+from now on. The text hash is :func:`memstack.ids.text_hash`, the code base's only one.
+
+With ``kc_enabled=False`` a turn is Level 2 alone, as before the cache: nothing is read
+from or written to Redis.
+
+The read path calls one method::
+
+    turn = await cache.turn(user_id, session_id, message, locale="zh")
+    turn.text            # the rendered "domain knowledge" section ("" when none)
+    turn.items           # KnowledgeItem(text, score, origin, doc_id, title, ...), best first
+    turn.chars, turn.cached_count, turn.retrieved_count
+    turn.render("en")    # the same items with other labels
+
+``AsyncMemory.knowledge_context(user_id, session_id, message)`` is the same call on the
+memory object's cache. A failing Level-2 search is logged and the turn is served from
+Level 1 alone (``turn.degraded`` says why); a Redis failure raises
+:class:`~memstack.errors.StoreUnavailable`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError, ResponseError
+
+from memstack import metrics, scripts
+from memstack.errors import (
+    InvalidContent,
+    SessionOwnershipError,
+    StoreError,
+    StoreUnavailable,
+    ValidationError,
+)
+from memstack.ids import text_hash, validate_id
+from memstack.keys import Keys
+from memstack.settings import Settings
+
+if TYPE_CHECKING:
+    from memstack.knowledge_base import KnowledgeBase
+
+log = logging.getLogger("memstack.knowledge")
+
+Origin = Literal["cached", "retrieved"]
+LABELS: dict[str, dict[Origin, str]] = {
+    "zh": {"cached": "[历史缓存]", "retrieved": "[本轮检索]"},
+    "en": {"cached": "[cached]", "retrieved": "[this turn]"},
+}
+
+
+@dataclass(frozen=True)
+class KnowledgeItem:
+    """One piece of knowledge; ``origin`` says which level it came from this turn."""
+
+    text: str
+    score: float
+    origin: Origin = "retrieved"
+    doc_id: str = ""
+    title: str = ""
+    source: str = ""
+    chunk_id: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "hash": text_hash(self.text),
+                "text": self.text,
+                "score": self.score,
+                "doc_id": self.doc_id,
+                "title": self.title,
+                "source": self.source,
+                "chunk_id": self.chunk_id,
+            },
+            ensure_ascii=False,
+        )
+
+    @classmethod
+    def from_cached(cls, data: dict[str, Any]) -> KnowledgeItem:
+        return cls(
+            text=str(data["text"]),
+            score=float(data["score"]),
+            origin="cached",
+            doc_id=str(data.get("doc_id", "")),
+            title=str(data.get("title", "")),
+            source=str(data.get("source", "")),
+            chunk_id=str(data.get("chunk_id", "")),
+        )
+
+
+class Scored(Protocol):
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def score(self) -> float: ...
+
+
+S = TypeVar("S", bound=Scored)
+
+
+def merge_levels(level1: Iterable[S], level2: Iterable[S], max_total: int = 15) -> list[S]:
+    """Seed 000's merge: Level 1 first (the baseline), Level 2 replaces an item of the
+    same text hash only with a strictly higher score, then score descending, top N.
+
+    The sort is stable, so on equal scores Level 1 comes first.
+    """
+    all_items: dict[str, S] = {}
+    for item in level1:
+        all_items[text_hash(item.text)] = item
+    for item in level2:
+        key = text_hash(item.text)
+        if key not in all_items or item.score > all_items[key].score:
+            all_items[key] = item
+    sorted_items = sorted(all_items.values(), key=lambda r: r.score, reverse=True)
+    return sorted_items[:max_total]
+
+
+def render(items: Sequence[KnowledgeItem], locale: str) -> str:
+    """One line per item: its origin label, the title when known, the text."""
+    labels = LABELS[_check_locale(locale)]
+    sep = "：" if locale == "zh" else ": "
+    lines = []
+    for item in items:
+        head = (
+            f"{labels[item.origin]} {item.title}{sep}" if item.title else f"{labels[item.origin]} "
+        )
+        lines.append(head + item.text)
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class KnowledgeTurn:
+    """The domain-knowledge section of one turn: its items, best first, and their
+    rendering in ``locale`` (``text``, ``chars`` characters long)."""
+
+    items: tuple[KnowledgeItem, ...]
+    text: str
+    chars: int
+    cached_count: int
+    retrieved_count: int
+    locale: str
+    degraded: str | None = None
+
+    @classmethod
+    def of(
+        cls, items: Sequence[KnowledgeItem], locale: str, degraded: str | None = None
+    ) -> KnowledgeTurn:
+        text = render(items, locale)
+        cached = sum(1 for i in items if i.origin == "cached")
+        return cls(tuple(items), text, len(text), cached, len(items) - cached, locale, degraded)
+
+    def render(self, locale: str | None = None) -> str:
+        return render(self.items, locale or self.locale)
+
+
+# Level 2: (query, top_k) -> hits, best first. KnowledgeBase.search fits via kb_search().
+Level2Search = Callable[[str, int], Awaitable[Sequence[KnowledgeItem]]]
+
+
+def kb_search(kb: KnowledgeBase) -> Level2Search:
+    """Level 2 over a :class:`~memstack.knowledge_base.KnowledgeBase`."""
+
+    async def search(query: str, top_k: int) -> list[KnowledgeItem]:
+        return [
+            KnowledgeItem(
+                text=h.text,
+                score=h.score,
+                doc_id=h.doc_id,
+                title=h.title,
+                source=h.source,
+                chunk_id=h.id,
+            )
+            for h in await kb.search(query, top_k)
+        ]
+
+    return search
+
+
+def _check_locale(locale: str) -> str:
+    if locale not in LABELS:
+        raise ValidationError(f"locale must be one of {sorted(LABELS)}, got {locale!r}")
+    return locale
+
+
+def _text(v: bytes | str) -> str:
+    return v.decode() if isinstance(v, bytes) else v
+
+
+class KnowledgeCache:
+    """Level 1 in Redis plus a Level-2 search; see the module docstring."""
+
+    def __init__(self, redis: Redis, settings: Settings, search: Level2Search) -> None:
+        self.redis = redis
+        self.settings = settings
+        self.keys = Keys(settings.key_prefix)
+        self.search = search
+        self._turn = redis.register_script(scripts.KNOWLEDGE_TURN)
+
+    async def turn(
+        self, user_id: str, session_id: str, message: str, *, locale: str | None = None
+    ) -> KnowledgeTurn:
+        """Search, merge with the session's cache, update the cache; see the module doc."""
+        validate_id("user_id", user_id)
+        validate_id("session_id", session_id)
+        if not isinstance(message, str) or not message.strip():
+            raise InvalidContent("message must be a non-empty string")
+        loc = _check_locale(locale or self.settings.locale)
+        s = self.settings
+
+        level2, degraded = await self._level2(message)
+        if not s.kc_enabled:
+            items = level2[: s.kc_inject_max]
+        else:
+            fresh = self._qualifying(level2)
+            level1 = await self._exchange(user_id, session_id, fresh)
+            items = merge_levels(level1, level2, s.kc_inject_max)
+        result = KnowledgeTurn.of(items, loc, degraded)
+        self._observe(session_id, result)
+        return result
+
+    async def cached(self, user_id: str, session_id: str) -> list[KnowledgeItem]:
+        """Level 1 of the session, oldest first (the next to be evicted first)."""
+        validate_id("user_id", user_id)
+        validate_id("session_id", session_id)
+        try:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.hget(self.keys.state(session_id), "_user_id")
+                pipe.get(self.keys.knowledge(session_id))
+                owner, raw = await pipe.execute()
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis: {exc}") from exc
+        if owner is not None and _text(owner) != user_id:
+            raise SessionOwnershipError("this session belongs to another user")
+        return self._parse(session_id, raw)
+
+    async def ttl_s(self, session_id: str) -> int:
+        """Seconds the session's cache has left; -2 when there is none."""
+        validate_id("session_id", session_id)
+        try:
+            return int(await self.redis.ttl(self.keys.knowledge(session_id)))
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis: {exc}") from exc
+
+    async def clear(self, user_id: str, session_id: str) -> None:
+        """Drop the session's Level 1 (its owner only)."""
+        await self.cached(user_id, session_id)  # ownership check
+        try:
+            await self.redis.delete(self.keys.knowledge(session_id))
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis: {exc}") from exc
+
+    # --- steps -------------------------------------------------------------------------
+    async def _level2(self, message: str) -> tuple[list[KnowledgeItem], str | None]:
+        s = self.settings
+        try:
+            hits = await self.search(message, s.kb_top_k)
+        except StoreError as exc:
+            # The cache exists for turns whose search finds nothing; a search that fails
+            # is the same situation, so serve Level 1 instead of failing the turn.
+            metrics.KNOWLEDGE_SEARCH_FAILURES.inc()
+            log.warning("knowledge search failed, serving the session cache only: %s", exc)
+            return [], f"knowledge base: {exc}"
+        kept = [replace(h, origin="retrieved") for h in hits if h.score >= s.kb_min_score]
+        kept.sort(key=lambda h: h.score, reverse=True)
+        return kept, None
+
+    def _qualifying(self, level2: Sequence[KnowledgeItem]) -> list[KnowledgeItem]:
+        """This turn's hits that enter Level 1: score >= threshold, one per text hash."""
+        best: dict[str, KnowledgeItem] = {}
+        for item in level2:
+            if item.score < self.settings.kc_threshold:
+                continue
+            key = text_hash(item.text)
+            if key not in best or item.score > best[key].score:
+                best[key] = item
+        return list(best.values())
+
+    async def _exchange(
+        self, user_id: str, session_id: str, fresh: Sequence[KnowledgeItem]
+    ) -> list[KnowledgeItem]:
+        s = self.settings
+        args: list[str | int] = [user_id, s.kc_capacity, s.window_ttl_s]
+        for item in fresh:
+            args += [text_hash(item.text), item.to_json()]
+        try:
+            raw = await self._turn(
+                keys=[self.keys.knowledge(session_id), self.keys.state(session_id)], args=args
+            )
+        except ResponseError as exc:
+            if "OWNER" in str(exc):
+                raise SessionOwnershipError("this session belongs to another user") from exc
+            raise StoreUnavailable(f"Redis: {exc}") from exc
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis: {exc}") from exc
+        return self._parse(session_id, raw)
+
+    def _parse(self, session_id: str, raw: bytes | str | None) -> list[KnowledgeItem]:
+        if raw is None:
+            return []
+        try:
+            data = json.loads(raw)
+            # cjson writes an empty Lua table as {}; the script never stores one, but
+            # accept it rather than call the cache corrupt.
+            if data == {}:
+                return []
+            return [KnowledgeItem.from_cached(d) for d in data]
+        except (ValueError, TypeError, KeyError) as exc:
+            log.warning("session %s: corrupt knowledge cache ignored: %s", session_id, exc)
+            return []
+
+    def _observe(self, session_id: str, turn: KnowledgeTurn) -> None:
+        chars = turn.chars
+        cached, retrieved = turn.cached_count, turn.retrieved_count
+        metrics.KNOWLEDGE_SECTION_CHARS.observe(chars)
+        metrics.KNOWLEDGE_SECTION_ITEMS.observe(len(turn.items))
+        metrics.KNOWLEDGE_ITEMS.labels(origin="cached").inc(cached)
+        metrics.KNOWLEDGE_ITEMS.labels(origin="retrieved").inc(retrieved)
+        metrics.KNOWLEDGE_TURNS.labels(cache="on" if self.settings.kc_enabled else "off").inc()
+        log.info(
+            "knowledge section session=%s chars=%d items=%d cached=%d this_turn=%d",
+            session_id,
+            chars,
+            len(turn.items),
+            cached,
+            retrieved,
+        )
