@@ -107,7 +107,7 @@ def fake_llm() -> Iterator[FakeLLM]:
     server.daemon_threads = True
     server.block_on_close = False  # a handler still sleeping must not hold the teardown
     fake.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
     thread.start()
     yield fake
     server.shutdown()

@@ -69,6 +69,12 @@ async def test_turn_word_range_is_the_new_value(rules: RulesExtractor) -> None:
     assert b.value["amount"] == 8000
 
 
+async def test_a_lower_new_value_wins_over_the_upper_bound(rules: RulesExtractor) -> None:
+    b = (await extract(rules, "预算从八千降到五千"))["budget_limit"]
+    assert b.value == CNY_5000
+    assert b.supersedes == {"amount": 8000, "currency": "CNY"}
+
+
 async def test_plain_range_takes_the_upper_bound(rules: RulesExtractor) -> None:
     b = (await extract(rules, "想看看五千到八千的"))["budget_limit"]
     assert b.value == {"amount": 8000, "currency": "CNY"}
