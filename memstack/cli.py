@@ -94,5 +94,45 @@ def demo(
         raise typer.Exit(1) from exc
 
 
+@app.command()
+def worker(
+    batch: Annotated[int | None, typer.Option(help="Jobs per batch (default: settings)")] = None,
+) -> None:
+    """Run an ingest worker until SIGTERM/SIGINT; the batch in hand is finished first."""
+    from memstack.memory import AsyncMemory
+
+    settings = _settings()
+    if settings.embedded_redis:
+        console.print(
+            "[red]error:[/red] the embedded Redis lives inside one process; a separate worker "
+            "cannot see its queue. Set MEMSTACK_REDIS_URL, or call drain() in your process."
+        )
+        raise typer.Exit(2)
+    if batch is not None:
+        settings = settings.model_copy(update={"ingest_batch": batch})
+
+    async def run() -> None:
+        import signal
+
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        async with await AsyncMemory.open(settings) as mem:
+            w = await mem.worker()
+            console.print(f"worker {w.consumer} reading {mem.queue.stream} (batch {w.batch_size})")
+            report = await w.run(stop)
+            console.print(
+                f"stopped: {report.processed} processed, {report.failed} failed, "
+                f"{report.dead_lettered} dead-lettered, {report.summaries} summaries"
+            )
+
+    try:
+        asyncio.run(run())
+    except MemstackError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from exc
+
+
 def main() -> None:
     app()

@@ -7,6 +7,7 @@ stays a single Redis round trip from a cold start.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -14,16 +15,27 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
-from memstack import db
+from memstack import db, ledger
+from memstack import facts as fact_store
+from memstack.embedders import Embedder, build_embedder
 from memstack.errors import NotFound, SessionOwnershipError, StoreUnavailable
+from memstack.extraction import build_extractor
+from memstack.facts import StoredFact
 from memstack.ids import scoped_msg_id, validate_id
-from memstack.models import ToolResultRow
+from memstack.ingest import Ingestor
+from memstack.models import SummaryRow, ToolResultRow
+from memstack.queue import DeadLetter, IngestQueue
 from memstack.settings import Settings, load_settings
 from memstack.stores import create_redis
+from memstack.summary import build_summariser
+from memstack.summary_store import Summarizer, summaries_of
+from memstack.vectorstores.base import VectorStore
+from memstack.vectorstores.factory import build_memory_store
+from memstack.worker import Worker, WorkerReport
 from memstack.working_memory import SessionState, WindowMessage, WorkingMemory, validate_message
 
 Timestamp = datetime | float | int
@@ -52,6 +64,16 @@ class AsyncMemory:
         self.engine = engine
         self.sessions = async_sessionmaker(engine, expire_on_commit=False)
         self.working = working
+        self.queue = IngestQueue(
+            working.redis,
+            working.keys,
+            claim_idle_ms=settings.ingest_claim_idle_ms,
+            max_deliveries=settings.ingest_max_deliveries,
+        )
+        self._embedder: Embedder | None = None
+        self._memory_vectors: VectorStore | None = None
+        self._worker: Worker | None = None
+        self._build_lock = asyncio.Lock()
 
     @classmethod
     async def open(cls, settings: Settings | None = None) -> AsyncMemory:
@@ -73,8 +95,106 @@ class AsyncMemory:
         return cls(settings, engine, WorkingMemory(redis, settings))
 
     async def close(self) -> None:
+        if self._memory_vectors is not None:
+            await self._memory_vectors.close()
         await self.working.redis.aclose()
         await self.engine.dispose()
+
+    # --- lazily built parts ----------------------------------------------------------
+    @property
+    def embedder(self) -> Embedder:
+        """The configured embedder; built on first use (MiniLM loads on its first embed)."""
+        if self._embedder is None:
+            self._embedder = build_embedder(self.settings)
+        return self._embedder
+
+    async def memory_vectors(self) -> VectorStore:
+        """The semantic-memory vector store, opened on first use."""
+        if self._memory_vectors is None:
+            async with self._build_lock:
+                if self._memory_vectors is None:
+                    self._memory_vectors = await build_memory_store(self.settings, self.embedder)
+        return self._memory_vectors
+
+    async def worker(self) -> Worker:
+        """The ingest worker this object runs in-process (``drain``, ``memstack worker``)."""
+        if self._worker is None:
+            vectors = await self.memory_vectors()
+            summarizer = Summarizer(
+                self.settings,
+                self.sessions,
+                self.working,
+                build_summariser(self.settings),
+                self.embedder,
+                vectors,
+            )
+            ingestor = Ingestor(
+                self.settings, self.sessions, self.embedder, vectors, build_extractor(self.settings)
+            )
+            self._worker = Worker(self.queue, ingestor, summarizer, self.settings.ingest_batch)
+        return self._worker
+
+    # --- ingest ----------------------------------------------------------------------
+    async def drain(self, *, now: Timestamp | None = None, summarize: bool = True) -> WorkerReport:
+        """Process every pending ingest job in-process, then summarise quiet sessions.
+
+        For scripts, tests and the embedded default, where no ``memstack worker`` runs.
+        A job that keeps failing is retried until it reaches the dead-letter stream.
+        """
+        worker = await self.worker()
+        total = WorkerReport()
+        while True:
+            report = await worker.run_batch(block_ms=None)
+            total.add(report)
+            if not (report.processed or report.failed or report.dead_lettered):
+                break
+        if summarize:
+            total.summaries += await worker.summarize_quiet(to_ms(now))
+        return total
+
+    async def dead_letters(self, count: int = 100) -> list[DeadLetter]:
+        return await self.queue.dead_letters(count)
+
+    # --- facts -----------------------------------------------------------------------
+    async def facts(self, user_id: str) -> list[StoredFact]:
+        """The user's current facts (``valid_until IS NULL``), most confident first."""
+        validate_id("user_id", user_id)
+        async with self.sessions() as s:
+            return await fact_store.current_facts(s, user_id)
+
+    async def fact_history(self, user_id: str, key: str | None = None) -> list[StoredFact]:
+        """Every value a fact ever had, current and superseded, oldest first."""
+        validate_id("user_id", user_id)
+        async with self.sessions() as s:
+            return await fact_store.fact_history(s, user_id, key)
+
+    async def summaries(self, user_id: str, session_id: str | None = None) -> list[dict[str, Any]]:
+        validate_id("user_id", user_id)
+        return await summaries_of(self.sessions, user_id, session_id)
+
+    async def forget_user(self, user_id: str) -> dict[str, int]:
+        """Erase everything memstack holds about ``user_id`` in every layer.
+
+        Pending ingest jobs go first, so none can write the user back afterwards.
+        """
+        validate_id("user_id", user_id)
+        dropped_jobs = await self.queue.drop_user_jobs(user_id)
+        async with self.sessions.begin() as s:
+            session_ids = await ledger.sessions_of(s, user_id)
+            facts_deleted = await fact_store.delete_user(s, user_id)
+            for table in (SummaryRow, ToolResultRow):
+                await s.execute(delete(table).where(table.user_id == user_id))
+            messages_deleted = await ledger.delete_user(s, user_id)
+        redis_keys = await self.working.forget_sessions(user_id, session_ids)
+        vectors = await self.memory_vectors()
+        await vectors.delete(scope={"user_id": user_id})
+        return {
+            "jobs": dropped_jobs,
+            "messages": messages_deleted,
+            "facts": facts_deleted,
+            "sessions": len(session_ids),
+            "redis_keys": redis_keys,
+        }
 
     async def __aenter__(self) -> AsyncMemory:
         return self

@@ -237,6 +237,29 @@ class WorkingMemory:
         finally:
             await self.release_lock(session_id, token)
 
+    async def forget_sessions(self, user_id: str, session_ids: list[str]) -> int:
+        """Delete the Redis keys of ``user_id``'s sessions (ledger-known and still-live ones)."""
+        k = self.keys
+        deleted = 0
+        try:
+            live = set(session_ids)
+            # Sessions whose messages have not reached the ledger yet are known by state.
+            async for key in self.redis.scan_iter(match=f"{k.prefix}:session:*:state", count=500):
+                if _text(await self.redis.hget(key, "_user_id") or b"") == user_id:
+                    live.add(_text(key).split("{", 1)[1].rsplit("}", 1)[0])
+            for sid in live:
+                if await self.session_owner(sid) not in (None, user_id):
+                    continue
+                names = [k.window(sid), k.state(sid), k.knowledge(sid), k.lock(sid)]
+                async for idem in self.redis.scan_iter(
+                    match=f"{k.prefix}:session:{{{sid}}}:idem:*"
+                ):
+                    names.append(_text(idem))
+                deleted += int(await self.redis.delete(*names))
+        except RedisError as exc:
+            raise _wrap(exc) from exc
+        return deleted
+
     async def keys_without_ttl(self) -> list[str]:
         """Keys under our prefix that would live forever (the streams are the queue, exempt)."""
         exempt = {self.keys.ingest_stream(), self.keys.dead_letter_stream()}

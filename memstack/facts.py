@@ -1,0 +1,198 @@
+"""Fact memory: current facts, their history, and the supersede write (seed 002 §3.2).
+
+A changed value never overwrites: the old row gets ``valid_until``, the new row records
+``supersedes_id``, both in one transaction. A partial unique index on
+``(user_id, fact_key) WHERE valid_until IS NULL`` makes two current rows impossible even
+when two workers race; the loser retries and supersedes the winner.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from memstack.extraction.base import Fact
+from memstack.extraction.vocabulary import same_value
+from memstack.ledger import dialect_insert
+from memstack.models import FactArchiveRow, FactRow
+
+
+@dataclass(frozen=True)
+class StoredFact:
+    id: int
+    user_id: str
+    session_id: str
+    msg_id: str
+    key: str
+    value: Any
+    type: str
+    confidence: float
+    source: str
+    valid_from: datetime
+    valid_until: datetime | None
+    supersedes_id: int | None
+
+    @property
+    def current(self) -> bool:
+        return self.valid_until is None
+
+
+def _stored(row: FactRow) -> StoredFact:
+    return StoredFact(
+        id=row.id,
+        user_id=row.user_id,
+        session_id=row.session_id,
+        msg_id=row.msg_id,
+        key=row.fact_key,
+        value=row.fact_value,
+        type=row.fact_type,
+        confidence=row.confidence,
+        source=row.source,
+        valid_from=row.valid_from,
+        valid_until=row.valid_until,
+        supersedes_id=row.supersedes_id,
+    )
+
+
+class Outcome(StrEnum):
+    INSERTED = "inserted"  # first value of this key
+    SUPERSEDED = "superseded"  # replaced a different current value
+    UNCHANGED = "unchanged"  # same value as the current one: nothing written
+    DUPLICATE = "duplicate"  # this message's fact was already stored (redelivery)
+    HISTORICAL = "historical"  # an older message arrived late: stored as history only
+
+
+async def _write_once(
+    s: AsyncSession, *, user_id: str, session_id: str, msg_id: str, fact: Fact, at: datetime
+) -> Outcome:
+    if await s.scalar(
+        select(FactRow.id).where(FactRow.msg_id == msg_id, FactRow.fact_key == fact.key)
+    ):
+        return Outcome.DUPLICATE
+    lock = s.get_bind().dialect.name == "postgresql"
+    query = select(FactRow).where(
+        FactRow.user_id == user_id, FactRow.fact_key == fact.key, FactRow.valid_until.is_(None)
+    )
+    current = await s.scalar(query.with_for_update() if lock else query)
+    row: dict[str, Any] = {
+        "user_id": user_id,
+        "session_id": session_id,
+        "msg_id": msg_id,
+        "fact_type": fact.type,
+        "fact_key": fact.key,
+        "fact_value": fact.value,
+        "confidence": fact.confidence,
+        "source": fact.source,
+        "valid_from": at,
+        "valid_until": None,
+        "created_at": at,
+        "supersedes_id": None,
+        "hit_count": 0,
+    }
+    outcome = Outcome.INSERTED
+    if current is not None:
+        if current.valid_from > at:
+            # A late, older message must not override what the user said after it.
+            row["valid_until"] = current.valid_from
+            outcome = Outcome.HISTORICAL
+        elif same_value(current.fact_value, fact.value):
+            return Outcome.UNCHANGED
+        else:
+            await s.execute(
+                update(FactRow)
+                .where(FactRow.id == current.id, FactRow.valid_until.is_(None))
+                .values(valid_until=at)
+            )
+            row["supersedes_id"] = current.id
+            outcome = Outcome.SUPERSEDED
+    result = await s.execute(
+        dialect_insert(s, FactRow)
+        .values(row)
+        .on_conflict_do_nothing(index_elements=["msg_id", "fact_key"])
+    )
+    if not getattr(result, "rowcount", 1):
+        raise IntegrityError("fact already stored", None, Exception("duplicate"))
+    return outcome
+
+
+async def write_fact(
+    sessions: async_sessionmaker[AsyncSession],
+    *,
+    user_id: str,
+    session_id: str,
+    msg_id: str,
+    fact: Fact,
+    at: datetime,
+    attempts: int = 5,
+) -> Outcome:
+    """Store one fact, superseding a different current value, in one transaction."""
+    for attempt in range(attempts):
+        try:
+            async with sessions.begin() as s:
+                return await _write_once(
+                    s, user_id=user_id, session_id=session_id, msg_id=msg_id, fact=fact, at=at
+                )
+        except IntegrityError:
+            # Another worker inserted the current row (or this very fact) first; the
+            # next attempt sees it and supersedes it or reports the duplicate.
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+async def current_facts(s: AsyncSession, user_id: str) -> list[StoredFact]:
+    rows = await s.scalars(
+        select(FactRow)
+        .where(FactRow.user_id == user_id, FactRow.valid_until.is_(None))
+        .order_by(FactRow.confidence.desc(), FactRow.fact_key)
+    )
+    return [_stored(r) for r in rows]
+
+
+async def fact_history(s: AsyncSession, user_id: str, key: str | None = None) -> list[StoredFact]:
+    q = select(FactRow).where(FactRow.user_id == user_id)
+    if key is not None:
+        q = q.where(FactRow.fact_key == key)
+    rows = await s.scalars(q.order_by(FactRow.fact_key, FactRow.valid_from, FactRow.id))
+    return [_stored(r) for r in rows]
+
+
+async def superseded_values(s: AsyncSession, user_id: str) -> dict[str, list[Any]]:
+    """Old values per key whose current value differs: the stale-value filter's input."""
+    rows = list(await s.scalars(select(FactRow).where(FactRow.user_id == user_id)))
+    current = {r.fact_key: r.fact_value for r in rows if r.valid_until is None}
+    stale: dict[str, list[Any]] = defaultdict(list)
+    for r in rows:
+        if (
+            r.valid_until is not None
+            and r.fact_key in current
+            and not same_value(r.fact_value, current[r.fact_key])
+        ):
+            stale[r.fact_key].append(r.fact_value)
+    return dict(stale)
+
+
+async def record_hits(s: AsyncSession, fact_ids: Sequence[int], at: datetime) -> None:
+    """Count that these facts reached a context (the archive rule spares hit facts)."""
+    if fact_ids:
+        await s.execute(
+            update(FactRow)
+            .where(FactRow.id.in_(list(fact_ids)))
+            .values(hit_count=FactRow.hit_count + 1, last_hit_at=at)
+        )
+
+
+async def delete_user(s: AsyncSession, user_id: str) -> int:
+    await s.execute(delete(FactArchiveRow).where(FactArchiveRow.user_id == user_id))
+    # Break supersedes references first: the foreign key points within the table.
+    await s.execute(update(FactRow).where(FactRow.user_id == user_id).values(supersedes_id=None))
+    result = await s.execute(delete(FactRow).where(FactRow.user_id == user_id))
+    return int(getattr(result, "rowcount", 0) or 0)

@@ -1,0 +1,147 @@
+"""The message ledger in SQL: every message exactly as received, written by the worker."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memstack.models import MessageRow
+from memstack.tokens import lexical_terms
+
+
+@dataclass(frozen=True)
+class LedgerMessage:
+    msg_id: str
+    user_id: str
+    session_id: str
+    role: str
+    content: str
+    created_at: datetime
+
+
+def _from_row(row: MessageRow) -> LedgerMessage:
+    return LedgerMessage(
+        row.msg_id, row.user_id, row.session_id, row.role, row.content, row.created_at
+    )
+
+
+def dialect_insert(session: AsyncSession, table: type[object]):  # type: ignore[no-untyped-def]
+    """``INSERT`` of the session's dialect, which offers ``on_conflict_do_nothing``."""
+    name = session.get_bind().dialect.name
+    return (pg_insert if name == "postgresql" else sqlite_insert)(table)
+
+
+async def insert_messages(session: AsyncSession, messages: Sequence[LedgerMessage]) -> int:
+    """Insert, ignoring ids already present (redelivery); returns rows actually new."""
+    if not messages:
+        return 0
+    stmt = (
+        dialect_insert(session, MessageRow)
+        .values(
+            [
+                {
+                    "msg_id": m.msg_id,
+                    "user_id": m.user_id,
+                    "session_id": m.session_id,
+                    "role": m.role,
+                    "content": m.content,
+                    "created_at": m.created_at,
+                    "search_terms": " ".join(lexical_terms(m.content)),
+                }
+                for m in messages
+            ]
+        )
+        .on_conflict_do_nothing(index_elements=["msg_id"])
+    )
+    result = await session.execute(stmt)
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+async def recent_messages(
+    session: AsyncSession, user_id: str, session_id: str, limit: int
+) -> list[LedgerMessage]:
+    """The session's last ``limit`` messages of ``user_id``, oldest first."""
+    rows = (
+        await session.scalars(
+            select(MessageRow)
+            .where(MessageRow.user_id == user_id, MessageRow.session_id == session_id)
+            .order_by(MessageRow.created_at.desc(), MessageRow.msg_id.desc())
+            .limit(limit)
+        )
+    ).all()
+    return [_from_row(r) for r in reversed(rows)]
+
+
+async def previous_message(
+    session: AsyncSession, user_id: str, session_id: str, before: datetime, msg_id: str
+) -> LedgerMessage | None:
+    """The message just before (``before``, ``msg_id``) in the session, if any."""
+    row = await session.scalar(
+        select(MessageRow)
+        .where(
+            MessageRow.user_id == user_id,
+            MessageRow.session_id == session_id,
+            MessageRow.msg_id != msg_id,
+            MessageRow.created_at <= before,
+        )
+        .order_by(MessageRow.created_at.desc(), MessageRow.msg_id.desc())
+        .limit(1)
+    )
+    return _from_row(row) if row is not None else None
+
+
+async def session_known(session: AsyncSession, user_id: str, session_id: str) -> bool:
+    found = await session.scalar(
+        select(MessageRow.msg_id)
+        .where(MessageRow.user_id == user_id, MessageRow.session_id == session_id)
+        .limit(1)
+    )
+    return found is not None
+
+
+async def session_owner(session: AsyncSession, session_id: str) -> str | None:
+    return await session.scalar(
+        select(MessageRow.user_id).where(MessageRow.session_id == session_id).limit(1)
+    )
+
+
+async def messages_by_ids(
+    session: AsyncSession, user_id: str, msg_ids: Sequence[str]
+) -> list[LedgerMessage]:
+    if not msg_ids:
+        return []
+    rows = (
+        await session.scalars(
+            select(MessageRow).where(
+                MessageRow.user_id == user_id, MessageRow.msg_id.in_(list(msg_ids))
+            )
+        )
+    ).all()
+    return [_from_row(r) for r in rows]
+
+
+async def sessions_of(session: AsyncSession, user_id: str) -> list[str]:
+    rows = await session.scalars(
+        select(MessageRow.session_id).where(MessageRow.user_id == user_id).distinct()
+    )
+    return list(rows)
+
+
+async def count_messages(session: AsyncSession, user_id: str) -> int:
+    return int(
+        await session.scalar(
+            select(func.count()).select_from(MessageRow).where(MessageRow.user_id == user_id)
+        )
+        or 0
+    )
+
+
+async def delete_user(session: AsyncSession, user_id: str) -> int:
+    result = await session.execute(delete(MessageRow).where(MessageRow.user_id == user_id))
+    return int(getattr(result, "rowcount", 0) or 0)

@@ -1,0 +1,144 @@
+"""When to summarise a session, and where summaries go (seed 002 §3.2, §5.1).
+
+A session is summarised once its window holds more than ``summary_trigger_messages``
+messages and it has been quiet for ``summary_quiet_s``. The input is always the raw
+messages from the ledger, never an older summary, so numbers and names cannot drift
+through a chain of summaries. The result is stored in SQL and as a ``summary`` chunk.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from redis.exceptions import RedisError
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from memstack import ledger
+from memstack.embedders import Embedder
+from memstack.errors import StoreUnavailable
+from memstack.models import SummaryRow
+from memstack.settings import Settings
+from memstack.summary import Summariser
+from memstack.vectorstores.base import VectorRecord, VectorStore
+from memstack.working_memory import WorkingMemory
+
+
+@dataclass(frozen=True)
+class SummaryOutcome:
+    done: bool  # nothing more to wait for in this session
+    created: bool
+
+
+@dataclass
+class Summarizer:
+    settings: Settings
+    sessions: async_sessionmaker[AsyncSession]
+    working: WorkingMemory
+    summariser: Summariser
+    embedder: Embedder
+    vectors: VectorStore
+
+    async def maybe_summarize(
+        self, user_id: str, session_id: str, *, now_ms: int | None = None
+    ) -> SummaryOutcome:
+        now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
+        try:
+            state = await self.working.get_state(user_id, session_id)
+            window_len = int(await self.working.redis.llen(self.working.keys.window(session_id)))
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis: {exc}") from exc
+        if state.last_msg_at_ms is None:
+            return SummaryOutcome(done=True, created=False)
+        if now_ms - state.last_msg_at_ms < self.settings.summary_quiet_s * 1000:
+            return SummaryOutcome(done=False, created=False)
+        if window_len <= self.settings.summary_trigger_messages:
+            return SummaryOutcome(done=True, created=False)
+        return SummaryOutcome(done=True, created=await self.summarize(user_id, session_id))
+
+    async def summarize(self, user_id: str, session_id: str) -> bool:
+        """Summarise the session's last window of raw messages; False if already done."""
+        async with self.sessions() as s:
+            messages = await ledger.recent_messages(
+                s, user_id, session_id, self.settings.window_max_messages
+            )
+            if not messages:
+                return False
+            last = messages[-1]
+            done = await s.scalar(
+                select(SummaryRow.id).where(
+                    SummaryRow.session_id == session_id, SummaryRow.last_msg_id == last.msg_id
+                )
+            )
+        if done is not None:
+            return False
+        result = await self.summariser.summarise([(m.msg_id, m.role, m.content) for m in messages])
+        content = result.model_dump(mode="json")
+        now = datetime.now(UTC)
+        async with self.sessions.begin() as s:
+            stmt = (
+                ledger.dialect_insert(s, SummaryRow)
+                .values(
+                    user_id=user_id,
+                    session_id=session_id,
+                    first_msg_id=messages[0].msg_id,
+                    last_msg_id=last.msg_id,
+                    message_count=len(messages),
+                    topic=str(content.get("topic", ""))[:64],
+                    content=content,
+                    created_at=now,
+                )
+                .on_conflict_do_nothing(index_elements=["session_id", "last_msg_id"])
+            )
+            await s.execute(stmt)
+        text = str(content.get("summary", "")).strip()
+        if text:
+            summary_id = f"summary:{last.msg_id}"
+            [vector] = await self.embedder.embed([text])
+            await self.vectors.upsert(
+                [
+                    VectorRecord(
+                        f"{summary_id}#0",
+                        text,
+                        vector,
+                        {
+                            "user_id": user_id,
+                            "session_id": session_id,
+                            "msg_id": summary_id,
+                            # A summary is not evidence of any one turn.
+                            "msg_ids": "",
+                            "role": "summary",
+                            "chunk_idx": 0,
+                            "created_at": int(last.created_at.timestamp()),
+                            "topic": str(content.get("topic", "")),
+                            "source_layer": "summary",
+                            "model_version": self.embedder.model_version,
+                        },
+                    )
+                ]
+            )
+        return True
+
+
+async def summaries_of(
+    sessions: async_sessionmaker[AsyncSession], user_id: str, session_id: str | None = None
+) -> list[dict[str, Any]]:
+    async with sessions() as s:
+        q = select(SummaryRow).where(SummaryRow.user_id == user_id)
+        if session_id is not None:
+            q = q.where(SummaryRow.session_id == session_id)
+        rows = await s.scalars(q.order_by(SummaryRow.created_at))
+        return [
+            {
+                "session_id": r.session_id,
+                "first_msg_id": r.first_msg_id,
+                "last_msg_id": r.last_msg_id,
+                "message_count": r.message_count,
+                "created_at": r.created_at,
+                **r.content,
+            }
+            for r in rows
+        ]
