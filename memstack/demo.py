@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 from rich.console import Console
@@ -32,7 +33,9 @@ SCRIPT_EN = [
 
 async def run_demo(settings: Settings, console: Console, locale: str = "zh") -> None:
     script = SCRIPT_EN if locale == "en" else SCRIPT_ZH
-    user, session = "demo-user", f"demo-{datetime.now(UTC):%Y%m%d%H%M%S}"
+    stamp = f"{datetime.now(UTC):%Y%m%d%H%M%S}"
+    # A fresh user per run: the embedded SQLite keeps earlier runs' facts.
+    user, session = f"demo-user-{stamp}", f"demo-{stamp}"
     start = datetime.now(UTC) - 3 * DAY
     async with await AsyncMemory.open(settings) as mem:
         console.rule("[bold]memstack demo")
@@ -52,3 +55,23 @@ async def run_demo(settings: Settings, console: Console, locale: str = "zh") -> 
         console.print(table)
         state = await mem.get_state(user, session)
         console.print(f"state: turns={state.turns} fields={state.fields}")
+
+        report = await mem.drain()
+        console.print(
+            f"ingest worker (in-process): {report.processed} jobs → ledger, vectors, facts"
+        )
+        facts = Table(title="Fact memory: history of every key (current rows in bold)")
+        for col in ("key", "value", "source", "valid from", "valid until", "supersedes"):
+            facts.add_column(col)
+        for f in await mem.fact_history(user):
+            style = "bold" if f.current else "dim"
+            facts.add_row(
+                f.key,
+                json.dumps(f.value, ensure_ascii=False),
+                f.source,
+                f"{f.valid_from:%Y-%m-%d %H:%M}",
+                f"{f.valid_until:%Y-%m-%d %H:%M}" if f.valid_until else "current",
+                str(f.supersedes_id or ""),
+                style=style,
+            )
+        console.print(facts)
