@@ -375,3 +375,72 @@ def test_worker_refuses_embedded_redis(tmp_path: Path, monkeypatch: pytest.Monke
     result = CliRunner().invoke(app, ["worker"])
     assert result.exit_code == 2
     assert "MEMSTACK_REDIS_URL" in result.output
+
+
+@pytest.fixture(scope="module")
+def chroma_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from tests.test_vectorstores import start_chroma_server
+
+    server = start_chroma_server(tmp_path_factory.mktemp("ingest-chroma"))
+    yield server.url
+    server.stop()
+
+
+@pytest.mark.parametrize("backend", ["chroma", "qdrant", "chroma-server"])
+async def test_ingest_on_every_vector_store(
+    request: pytest.FixtureRequest, service_settings: Settings, backend: str
+) -> None:
+    update: dict[str, object] = {"vector_store": "qdrant" if backend == "qdrant" else "chroma"}
+    if backend == "chroma-server":
+        update["vector_url"] = request.getfixturevalue("chroma_url")
+    mem = await AsyncMemory.open(service_settings.model_copy(update=update))
+    try:
+        u, s = new_id("u"), new_id("s")
+        q = await mem.remember(u, s, "user", "我预算不超过五千，想买轻薄本", ts=T0)
+        await mem.remember(u, s, "assistant", "好的，五千以内的轻薄本。", ts=T0)
+        await mem.remember(u, s, "user", "其实我可以到八千", ts=T0 + timedelta(days=3))
+        jobs = await mem.working.redis.xrange(mem.queue.stream)
+        await mem.drain()
+        first = await _snapshot(mem, u)
+        for _eid, fields in jobs:
+            await mem.working.redis.xadd(mem.queue.stream, fields)
+        await mem.drain()
+        assert await _snapshot(mem, u) == first
+        assert f"{q}#0" in first[2]
+        assert [f.value["amount"] for f in await mem.facts(u) if f.key == "budget_limit"] == [8000]
+        store = await mem.memory_vectors()
+        [vec] = await mem.embedder.embed(["预算"])
+        assert await store.search(vec, scope={"user_id": new_id("nobody")}, top_k=10) == []
+    finally:
+        await mem.close()
+
+
+async def test_worker_process_stops_cleanly_on_sigterm(
+    tmp_path: Path, service_settings: Settings
+) -> None:
+    mem = await AsyncMemory.open(service_settings)
+    try:
+        u, s = new_id("u"), new_id("s")
+        env = {
+            **os.environ,
+            "MEMSTACK_REDIS_URL": service_settings.redis_url or "",
+            "MEMSTACK_DATABASE_URL": service_settings.database_url or "",
+            "MEMSTACK_KEY_PREFIX": service_settings.key_prefix,
+            "MEMSTACK_HOME": str(tmp_path / "worker-home"),
+            "MEMSTACK_EMBEDDER": "hashing",
+        }
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "memstack", "worker", env=env, stdout=asyncio.subprocess.PIPE
+        )
+        await mem.remember(u, s, "user", "我预算不超过五千", ts=T0)
+        deadline = time.monotonic() + 60
+        while not await mem.facts(u):
+            assert time.monotonic() < deadline, "the worker process never ingested the message"
+            await asyncio.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout=30)
+        assert proc.returncode == 0
+        assert b"stopped: 1 processed" in out
+        assert await mem.queue.pending_count() == 0
+    finally:
+        await mem.close()
