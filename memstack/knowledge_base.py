@@ -252,6 +252,7 @@ class KnowledgeBase:
         store: VectorStore,
         embedder: Embedder,
         namespace: str = DEFAULT_NAMESPACE,
+        collection: str | None = None,
     ) -> None:
         validate_id("namespace", namespace)
         if len(namespace) > MAX_NAMESPACE_LEN:
@@ -261,6 +262,10 @@ class KnowledgeBase:
         self.store = store
         self.embedder = embedder
         self.namespace = namespace
+        # The registry rows belong to the store's collection ({key_prefix}_kb by default).
+        self.collection = collection or str(
+            getattr(store, "collection_name", f"{settings.key_prefix}_kb")
+        )
 
     @property
     def scope(self) -> dict[str, MetaValue]:
@@ -348,7 +353,9 @@ class KnowledgeBase:
             async with self.sessions.begin() as session:
                 await session.execute(
                     delete(KBDocumentRow).where(
-                        KBDocumentRow.namespace == self.namespace, KBDocumentRow.doc_id == doc_id
+                        KBDocumentRow.collection == self.collection,
+                        KBDocumentRow.namespace == self.namespace,
+                        KBDocumentRow.doc_id == doc_id,
                     )
                 )
         except SQLAlchemyError as exc:
@@ -362,7 +369,10 @@ class KnowledgeBase:
             async with self.sessions() as session:
                 rows = await session.scalars(
                     select(KBDocumentRow)
-                    .where(KBDocumentRow.namespace == self.namespace)
+                    .where(
+                        KBDocumentRow.collection == self.collection,
+                        KBDocumentRow.namespace == self.namespace,
+                    )
                     .order_by(KBDocumentRow.doc_id)
                 )
                 return [_as_document(r) for r in rows]
@@ -402,7 +412,7 @@ class KnowledgeBase:
     async def _row(self, doc_id: str) -> KBDocumentRow | None:
         try:
             async with self.sessions() as session:
-                return await session.get(KBDocumentRow, (self.namespace, doc_id))
+                return await session.get(KBDocumentRow, (self.collection, self.namespace, doc_id))
         except SQLAlchemyError as exc:
             raise _db_error(exc) from exc
 
@@ -419,10 +429,13 @@ class KnowledgeBase:
         for attempt in range(2):
             try:
                 async with self.sessions.begin() as session:
-                    row = await session.get(KBDocumentRow, (self.namespace, doc_id))
+                    row = await session.get(
+                        KBDocumentRow, (self.collection, self.namespace, doc_id)
+                    )
                     if row is None:
                         session.add(
                             KBDocumentRow(
+                                collection=self.collection,
                                 namespace=self.namespace,
                                 doc_id=doc_id,
                                 title=title,

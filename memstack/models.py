@@ -189,6 +189,9 @@ class KBDocumentRow(Base):
 
     __tablename__ = "memory_kb_document"
 
+    # The KB vector collection the chunks live in: deployments with different key
+    # prefixes may share one database but never each other's registry.
+    collection: Mapped[str] = mapped_column(String(128), primary_key=True)
     namespace: Mapped[str] = mapped_column(String(64), primary_key=True)
     doc_id: Mapped[str] = mapped_column(IdStr, primary_key=True)
     title: Mapped[str] = mapped_column(String(300))

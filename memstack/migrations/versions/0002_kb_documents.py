@@ -19,6 +19,7 @@ depends_on = None
 def upgrade() -> None:
     op.create_table(
         "memory_kb_document",
+        sa.Column("collection", sa.String(length=128), nullable=False),
         sa.Column("namespace", sa.String(length=64), nullable=False),
         sa.Column("doc_id", sa.String(length=128), nullable=False),
         sa.Column("title", sa.String(length=300), nullable=False),
@@ -28,7 +29,7 @@ def upgrade() -> None:
         sa.Column("model_version", sa.String(length=128), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-        sa.PrimaryKeyConstraint("namespace", "doc_id"),
+        sa.PrimaryKeyConstraint("collection", "namespace", "doc_id"),
     )
 
 
