@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.console import Console
@@ -12,6 +15,10 @@ from rich.table import Table
 from memstack import db
 from memstack.errors import MemstackError
 from memstack.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from memstack.knowledge_base import AddResult
+    from memstack.memory import AsyncMemory
 
 app = typer.Typer(help="memstack: layered memory for long-running AI agents.", no_args_is_help=True)
 db_app = typer.Typer(help="Database schema (Alembic).", no_args_is_help=True)
@@ -132,6 +139,106 @@ def worker(
     except MemstackError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1) from exc
+
+
+# --- knowledge base (seed 000) ----------------------------------------------------------
+
+kb_app = typer.Typer(
+    help="The knowledge base searched by the session knowledge cache.", no_args_is_help=True
+)
+app.add_typer(kb_app, name="kb")
+NamespaceOption = Annotated[
+    str, typer.Option("--namespace", "-n", help="Knowledge base namespace (tenant).")
+]
+T = TypeVar("T")
+
+
+def _with_memory(settings: Settings, work: Callable[[AsyncMemory], Awaitable[T]]) -> T:
+    from memstack.memory import AsyncMemory
+
+    async def run() -> T:
+        async with await AsyncMemory.open(settings) as mem:
+            return await work(mem)
+
+    try:
+        return asyncio.run(run())
+    except MemstackError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from exc
+
+
+@kb_app.command("add")
+def kb_add(
+    paths: Annotated[list[Path], typer.Argument(help="Text or Markdown files, or folders.")],
+    namespace: NamespaceOption = "default",
+) -> None:
+    """Add or replace documents; unchanged ones are skipped."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    settings = _settings()
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task("reading", total=None)
+
+        def advance(done: int, total: int, result: AddResult) -> None:
+            bar.update(task, completed=done, total=total, description=result.doc_id)
+
+        results = _with_memory(
+            settings, lambda mem: mem.kb_add(*paths, namespace=namespace, progress=advance)
+        )
+    table = Table(title=f"knowledge base {namespace!r}")
+    for col in ("doc_id", "status", "chunks", "title"):
+        table.add_column(col)
+    for r in results:
+        table.add_row(r.doc_id, r.status, str(r.chunk_count), r.title)
+    console.print(table)
+    counts = Counter(r.status for r in results)
+    console.print(
+        ", ".join(f"{counts[s]} {s}" for s in ("added", "replaced", "unchanged") if counts[s])
+    )
+
+
+@kb_app.command("list")
+def kb_list(namespace: NamespaceOption = "default") -> None:
+    """List the documents of the knowledge base."""
+    docs = _with_memory(_settings(), lambda mem: mem.kb_list(namespace=namespace))
+    if not docs:
+        console.print(f"knowledge base {namespace!r} is empty")
+        return
+    table = Table(title=f"knowledge base {namespace!r}: {len(docs)} documents")
+    for col in ("doc_id", "title", "chunks", "updated", "source"):
+        table.add_column(col)
+    for d in docs:
+        updated = d.updated_at.strftime("%Y-%m-%d %H:%M")
+        table.add_row(d.doc_id, d.title, str(d.chunk_count), updated, d.source)
+    console.print(table)
+
+
+@kb_app.command("remove")
+def kb_remove(
+    doc_id: Annotated[str, typer.Argument(help="Id shown by `memstack kb list`.")],
+    namespace: NamespaceOption = "default",
+) -> None:
+    """Remove a document and its chunks."""
+    doc = _with_memory(_settings(), lambda mem: mem.kb_remove(doc_id, namespace=namespace))
+    console.print(f"removed {doc.doc_id} ({doc.chunk_count} chunks)")
+
+
+@kb_app.command("search")
+def kb_search(
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    top_k: Annotated[int | None, typer.Option(help="Hits (default: kb_top_k).")] = None,
+    namespace: NamespaceOption = "default",
+) -> None:
+    """Search the knowledge base as Level 2 does each turn."""
+    hits = _with_memory(_settings(), lambda mem: mem.kb_search(query, top_k, namespace=namespace))
+    table = Table(title=f"{len(hits)} hits")
+    for col in ("score", "doc_id", "chunk", "text"):
+        table.add_column(col)
+    for h in hits:
+        text = h.text if len(h.text) <= 120 else h.text[:119] + "…"
+        table.add_row(f"{h.score:.3f}", h.doc_id, str(h.chunk_idx), text)
+    console.print(table)
 
 
 def main() -> None:

@@ -27,6 +27,16 @@ from memstack.extraction import build_extractor
 from memstack.facts import StoredFact
 from memstack.ids import scoped_msg_id, validate_id
 from memstack.ingest import Ingestor
+from memstack.knowledge_base import (
+    DEFAULT_NAMESPACE,
+    AddResult,
+    KBDocument,
+    KBHit,
+    KnowledgeBase,
+    Progress,
+    Source,
+)
+from memstack.knowledge_cache import KnowledgeCache, KnowledgeTurn, kb_search
 from memstack.models import SummaryRow, ToolResultRow
 from memstack.queue import DeadLetter, IngestQueue
 from memstack.settings import Settings, load_settings
@@ -34,7 +44,7 @@ from memstack.stores import create_redis
 from memstack.summary import build_summariser
 from memstack.summary_store import Summarizer, summaries_of
 from memstack.vectorstores.base import VectorStore
-from memstack.vectorstores.factory import build_memory_store
+from memstack.vectorstores.factory import build_kb_store, build_memory_store
 from memstack.worker import Worker, WorkerReport
 from memstack.working_memory import SessionState, WindowMessage, WorkingMemory, validate_message
 
@@ -73,6 +83,9 @@ class AsyncMemory:
         self._embedder: Embedder | None = None
         self._memory_vectors: VectorStore | None = None
         self._worker: Worker | None = None
+        self._kb_store: VectorStore | None = None
+        self._kbs: dict[str, KnowledgeBase] = {}
+        self._knowledge_cache: KnowledgeCache | None = None
         self._build_lock = asyncio.Lock()
 
     @classmethod
@@ -97,6 +110,8 @@ class AsyncMemory:
     async def close(self) -> None:
         if self._memory_vectors is not None:
             await self._memory_vectors.close()
+        if self._kb_store is not None:
+            await self._kb_store.close()
         await self.working.redis.aclose()
         await self.engine.dispose()
 
@@ -305,6 +320,62 @@ class AsyncMemory:
         owner = await self.working.session_owner(session_id)
         if owner is not None and owner != user_id:
             raise SessionOwnershipError("this session belongs to another user")
+
+    # --- knowledge base and session knowledge cache (seed 000) -------------------------
+    async def knowledge_base(self, namespace: str = DEFAULT_NAMESPACE) -> KnowledgeBase:
+        """The knowledge base of ``namespace``; its store is opened on first use."""
+        if self._kb_store is None:
+            async with self._build_lock:
+                if self._kb_store is None:
+                    self._kb_store = await build_kb_store(self.settings, self.embedder)
+        kb = self._kbs.get(namespace)
+        if kb is None:
+            kb = KnowledgeBase(
+                settings=self.settings,
+                sessions=self.sessions,
+                store=self._kb_store,
+                embedder=self.embedder,
+                namespace=namespace,
+            )
+            self._kbs[namespace] = kb
+        return kb
+
+    async def knowledge_cache(self) -> KnowledgeCache:
+        """The session knowledge cache over the default namespace's knowledge base."""
+        if self._knowledge_cache is None:
+            kb = await self.knowledge_base()
+            self._knowledge_cache = KnowledgeCache(self.working.redis, self.settings, kb_search(kb))
+        return self._knowledge_cache
+
+    async def kb_add(
+        self,
+        *sources: Source,
+        namespace: str = DEFAULT_NAMESPACE,
+        progress: Progress | None = None,
+    ) -> list[AddResult]:
+        """Add or replace documents: a ``Path`` is a file or folder, a ``str`` is the text
+        of a document, a :class:`~memstack.knowledge_base.Document` is text with its id."""
+        kb = await self.knowledge_base(namespace)
+        return await kb.add(sources, progress=progress)
+
+    async def kb_remove(self, doc_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> KBDocument:
+        return await (await self.knowledge_base(namespace)).remove(doc_id)
+
+    async def kb_list(self, *, namespace: str = DEFAULT_NAMESPACE) -> list[KBDocument]:
+        return await (await self.knowledge_base(namespace)).documents()
+
+    async def kb_search(
+        self, query: str, top_k: int | None = None, *, namespace: str = DEFAULT_NAMESPACE
+    ) -> list[KBHit]:
+        return await (await self.knowledge_base(namespace)).search(query, top_k)
+
+    async def knowledge_context(
+        self, user_id: str, session_id: str, message: str, *, locale: str | None = None
+    ) -> KnowledgeTurn:
+        """One turn of the session knowledge cache: the "domain knowledge" section for
+        ``message`` (Level 2 merged with what the session found before; seed 000)."""
+        cache = await self.knowledge_cache()
+        return await cache.turn(user_id, session_id, message, locale=locale)
 
     # --- maintenance ---------------------------------------------------------------
     async def keys_without_ttl(self) -> list[str]:

@@ -9,6 +9,15 @@ import threading
 from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
+from memstack.knowledge_base import (
+    DEFAULT_NAMESPACE,
+    AddResult,
+    KBDocument,
+    KBHit,
+    Progress,
+    Source,
+)
+from memstack.knowledge_cache import KnowledgeTurn
 from memstack.memory import AsyncMemory, Timestamp
 from memstack.settings import Settings
 from memstack.working_memory import SessionState, WindowMessage
@@ -80,3 +89,28 @@ class Memory:
 
     def get_tool_result(self, user_id: str, ref: str) -> str:
         return self._run(self.aio.get_tool_result(user_id, ref))
+
+    # --- knowledge base and session knowledge cache (seed 000) -------------------------
+    def kb_add(
+        self,
+        *sources: Source,
+        namespace: str = DEFAULT_NAMESPACE,
+        progress: Progress | None = None,
+    ) -> list[AddResult]:
+        return self._run(self.aio.kb_add(*sources, namespace=namespace, progress=progress))
+
+    def kb_remove(self, doc_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> KBDocument:
+        return self._run(self.aio.kb_remove(doc_id, namespace=namespace))
+
+    def kb_list(self, *, namespace: str = DEFAULT_NAMESPACE) -> list[KBDocument]:
+        return self._run(self.aio.kb_list(namespace=namespace))
+
+    def kb_search(
+        self, query: str, top_k: int | None = None, *, namespace: str = DEFAULT_NAMESPACE
+    ) -> list[KBHit]:
+        return self._run(self.aio.kb_search(query, top_k, namespace=namespace))
+
+    def knowledge_context(
+        self, user_id: str, session_id: str, message: str, *, locale: str | None = None
+    ) -> KnowledgeTurn:
+        return self._run(self.aio.knowledge_context(user_id, session_id, message, locale=locale))
