@@ -62,5 +62,35 @@ async def _database(settings: Settings) -> Check:
         await engine.dispose()
 
 
+async def _vectors(settings: Settings, which: str) -> Check:
+    from memstack.embedders import build_embedder
+    from memstack.vectorstores.factory import build_kb_store, build_memory_store
+
+    kind, url = (
+        (settings.vector_store, settings.vector_url)
+        if which == "memory"
+        else (settings.kb_store, settings.kb_url)
+    )
+    mode = f"{kind} " + ("server" if url else "embedded")
+    name = "vectors" if which == "memory" else "knowledge base"
+    try:
+        embedder = build_embedder(settings)
+        build = build_memory_store if which == "memory" else build_kb_store
+        store = await build(settings, embedder)
+        try:
+            count = await store.count()
+        finally:
+            await store.close()
+        where = url or str(settings.home / kind)
+        return Check(name, mode, True, f"{count} vectors, {embedder.model_version}, {where}")
+    except Exception as exc:
+        return Check(name, mode, False, str(exc).splitlines()[0])
+
+
 async def run_checks(settings: Settings) -> list[Check]:
-    return [await _redis(settings), await _database(settings)]
+    return [
+        await _redis(settings),
+        await _database(settings),
+        await _vectors(settings, "memory"),
+        await _vectors(settings, "kb"),
+    ]
