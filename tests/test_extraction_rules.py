@@ -244,6 +244,21 @@ async def test_english_dont_like_is_a_dislike(rules: RulesExtractor) -> None:
     assert "likes" not in facts
 
 
+async def test_long_messages_stay_fast(rules: RulesExtractor) -> None:
+    import time
+
+    # One unpunctuated 64 KB run of statements used to be quadratic (tens of seconds).
+    start = time.perf_counter()
+    facts = await extract(rules, ("I like a, " * 6600)[:65536])
+    assert time.perf_counter() - start < 5
+    assert facts["likes"].value == ["a"]
+
+
+async def test_a_new_statement_ends_an_english_list(rules: RulesExtractor) -> None:
+    facts = await extract(rules, "do not recommend Dell, do not recommend HP")
+    assert facts["do_not_recommend"].value == ["Dell", "HP"]
+
+
 async def test_english_list_over_commas(rules: RulesExtractor) -> None:
     assert (await extract(rules, "I love hiking, reading and chess"))["likes"].value == [
         "hiking",

@@ -228,7 +228,7 @@ def _budget_fact(
 
 _STOP_WORDS = frozenset(
     "i i'm i'd my me you we they it it's he she but so because since please and then also "
-    "however though although if which that this".split()
+    "however though although if which that this do don't dont not no never stop".split()
 )
 _HARD_STOP = re.compile(
     r"[，；;：:。！？!?\n]|但是|可是|因为|所以|不过|而且|并且|然后|预算"
@@ -408,12 +408,17 @@ _RULES: tuple[_Rule, ...] = (
 )
 
 
+_MAX_VALUE_CHARS = 60
+_MAX_VALUE_WINDOW = 4 * _MAX_VALUE_CHARS
+
+
 def _cut(rest: str) -> str:
     """The value part of "…喜欢X，…": up to the end of the clause.
 
     English lists run over commas ("hiking, reading and chess") when the next piece is
     short and does not start a new statement.
     """
+    rest = rest[:_MAX_VALUE_WINDOW]  # values are short; scanning further is quadratic
     m = _HARD_STOP.search(rest)
     if m:
         rest = rest[: m.start()]
@@ -428,19 +433,19 @@ def _cut(rest: str) -> str:
 
 
 def _rule_facts(sentence: str, *, turn_at: int | None, question: bool) -> Iterable[Fact]:
-    claimed: list[tuple[int, int]] = []
+    claimed = bytearray(len(sentence))  # per character: a bitmap keeps long inputs linear
     for rule in _RULES:
         if rule.statements_only and question:
             continue
         for m in rule.pattern.finditer(sentence):
-            if any(m.start() < end and start < m.end() for start, end in claimed):
+            if any(claimed[m.start() : m.end()]):
                 continue
             groups = {k: v for k, v in m.groupdict().items() if v}
             raw = next(iter(groups.values())) if groups else _cut(sentence[m.end() :])
-            if not raw or len(raw) > 60 or (rule.reject and rule.reject.search(raw)):
+            if not raw or len(raw) > _MAX_VALUE_CHARS or (rule.reject and rule.reject.search(raw)):
                 continue
             end = m.end() + (0 if groups else len(raw))
-            claimed.append((m.start(), end))
+            claimed[m.start() : end] = b"\x01" * (end - m.start())
             yield Fact(
                 key=rule.key,
                 value=raw,
@@ -493,11 +498,13 @@ class RulesExtractor:
                 facts.insert(0, money)
             # "其实，我改主意了。预算八千。": the turn word speaks for the next statement.
             carried_turn = turn_at is not None and not facts
+            currency = default_currency(sentence)
+            adds = _ADDITIVE.search(sentence) is not None
             for raw in facts:
-                fact = normalise_fact(raw, default_currency=default_currency(sentence))
+                fact = normalise_fact(raw, default_currency=currency)
                 if fact is None:
                     continue
-                if _ADDITIVE.search(sentence):
+                if adds:
                     additive.add(fact.key)
                 found[fact.key] = _merge_within_message(found.get(fact.key), fact)
         return [reconcile(f, known_n, additive=f.key in additive) for f in found.values()]

@@ -298,12 +298,14 @@ def normalise_list(value: Any) -> list[str]:
     """ "续航和重量" → ["续航", "重量"]; a list is cleaned and de-duplicated in order."""
     raw = value if isinstance(value, list | tuple) else [value]
     items: list[str] = []
+    seen: set[str] = set()
     for entry in raw:
         if entry is None:
             continue
         for part in _ITEM_SPLIT.split(str(entry)):
             item = clean_item(part)
-            if item and item.casefold() not in {i.casefold() for i in items}:
+            if item and item.casefold() not in seen:
+                seen.add(item.casefold())
                 items.append(item)
     if not items:
         raise ValueError(f"empty list value {value!r}")
