@@ -83,10 +83,10 @@ class KnowledgeItem:
     source: str = ""
     chunk_id: str = ""
 
-    def to_json(self) -> str:
+    def to_json(self, hash_: str | None = None) -> str:
         return json.dumps(
             {
-                "hash": text_hash(self.text),
+                "hash": hash_ or text_hash(self.text),
                 "text": self.text,
                 "score": self.score,
                 "doc_id": self.doc_id,
@@ -283,12 +283,17 @@ class KnowledgeCache:
             metrics.KNOWLEDGE_SEARCH_FAILURES.inc()
             log.warning("knowledge search failed, serving the session cache only: %s", exc)
             return [], f"knowledge base: {exc}"
-        kept = [replace(h, origin="retrieved") for h in hits if h.score >= s.kb_min_score]
+        kept = [
+            h if h.origin == "retrieved" else replace(h, origin="retrieved")
+            for h in hits
+            if h.score >= s.kb_min_score
+        ]
         kept.sort(key=lambda h: h.score, reverse=True)
         return kept, None
 
-    def _qualifying(self, level2: Sequence[KnowledgeItem]) -> list[KnowledgeItem]:
-        """This turn's hits that enter Level 1: score >= threshold, one per text hash."""
+    def _qualifying(self, level2: Sequence[KnowledgeItem]) -> dict[str, KnowledgeItem]:
+        """This turn's hits that enter Level 1, by text hash: score >= threshold, the
+        best of each hash."""
         best: dict[str, KnowledgeItem] = {}
         for item in level2:
             if item.score < self.settings.kc_threshold:
@@ -296,15 +301,15 @@ class KnowledgeCache:
             key = text_hash(item.text)
             if key not in best or item.score > best[key].score:
                 best[key] = item
-        return list(best.values())
+        return best
 
     async def _exchange(
-        self, user_id: str, session_id: str, fresh: Sequence[KnowledgeItem]
+        self, user_id: str, session_id: str, fresh: dict[str, KnowledgeItem]
     ) -> list[KnowledgeItem]:
         s = self.settings
         args: list[str | int] = [user_id, s.kc_capacity, s.window_ttl_s]
-        for item in fresh:
-            args += [text_hash(item.text), item.to_json()]
+        for key, item in fresh.items():
+            args += [key, item.to_json(key)]
         try:
             raw = await self._turn(
                 keys=[self.keys.knowledge(session_id), self.keys.state(session_id)], args=args
