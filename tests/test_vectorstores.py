@@ -8,6 +8,7 @@ import random
 import shutil
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 import uuid
@@ -69,7 +70,8 @@ class ChromaServer:
 
 def start_chroma_server(path: Path) -> ChromaServer:
     """``chroma run`` on a free loopback port, returned once its heartbeat answers."""
-    chroma = shutil.which("chroma")
+    # Beside this interpreter first: `.venv/bin/python -m pytest` need not have it on PATH.
+    chroma = shutil.which("chroma", path=str(Path(sys.executable).parent)) or shutil.which("chroma")
     if chroma is None:
         pytest.fail("the chroma CLI (shipped by chromadb) is not on PATH")
     port = _free_port()
