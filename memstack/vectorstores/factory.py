@@ -15,8 +15,10 @@ from memstack.vectorstores.base import VectorStore
 if TYPE_CHECKING:
     from memstack.settings import Settings
 
-# The scope filter of semantic memory; a payload index makes it cheap on a Qdrant server.
+# Keys of the scope filters (semantic memory: user, session; knowledge base: namespace,
+# document); a payload index makes them cheap on a Qdrant server.
 MEMORY_INDEX_KEYS = ("user_id", "session_id")
+KB_INDEX_KEYS = ("kb", "doc_id")
 
 
 async def build_store(
@@ -74,4 +76,5 @@ async def build_kb_store(settings: Settings, embedder: Embedder) -> VectorStore:
         url=settings.kb_url,
         settings=settings,
         embedder=embedder,
+        index_keys=KB_INDEX_KEYS,
     )

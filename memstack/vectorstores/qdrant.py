@@ -154,9 +154,31 @@ class QdrantStore:
         self._open_lock = asyncio.Lock()
 
     @classmethod
-    async def open(cls, collection: str, **kwargs: Any) -> QdrantStore:
+    async def open(
+        cls,
+        collection: str,
+        *,
+        model_version: str,
+        dim: int,
+        path: str | Path | None = None,
+        url: str | None = None,
+        location: str | None = None,
+        api_key: str | None = None,
+        timeout_s: int = 10,
+        index_keys: Sequence[str] = (),
+    ) -> QdrantStore:
         """Connect and create or check the collection now, rather than on first use."""
-        store = cls(collection, **kwargs)
+        store = cls(
+            collection,
+            model_version=model_version,
+            dim=dim,
+            path=path,
+            url=url,
+            location=location,
+            api_key=api_key,
+            timeout_s=timeout_s,
+            index_keys=index_keys,
+        )
         await store.ensure_open()
         return store
 
