@@ -273,7 +273,10 @@ def build_embedder(settings: Settings) -> Embedder:
         if not settings.embed_url:
             raise ConfigError("embedder=openai needs embed_url (MEMSTACK_EMBED_URL)")
         return OpenAIEmbedder(
-            base_url=settings.embed_url, model=settings.embed_model, api_key=settings.embed_api_key
+            base_url=settings.embed_url,
+            model=settings.embed_model,
+            api_key=settings.embed_api_key,
+            timeout_s=settings.embed_timeout_s,
         )
     if settings.embedder == "hashing":
         return HashingEmbedder(settings.embed_dim)

@@ -82,6 +82,10 @@ class Settings(BaseSettings):
     extractor: Literal["rules", "llm"] = Field(
         default="rules", description="Fact extractor; llm needs llm_url and falls back to rules."
     )
+    summariser: Literal["auto", "extractive", "llm"] = Field(
+        default="auto", description="Session summariser; auto: llm when llm_url is set."
+    )
+    embed_timeout_s: float = Field(default=30.0, gt=0, description="Timeout of one embed call.")
 
     # --- working memory (seed 002 §2.1) ----------------------------------------------
     locale: Locale = Field(default="zh", description="Label language of the assembled context.")
@@ -175,6 +179,8 @@ class Settings(BaseSettings):
             raise ValueError("embedder=openai needs embed_url (MEMSTACK_EMBED_URL)")
         if self.extractor == "llm" and not self.llm_url:
             raise ValueError("extractor=llm needs llm_url (MEMSTACK_LLM_URL)")
+        if self.summariser == "llm" and not self.llm_url:
+            raise ValueError("summariser=llm needs llm_url (MEMSTACK_LLM_URL)")
         return self
 
     # --- derived ------------------------------------------------------------------

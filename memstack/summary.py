@@ -366,7 +366,7 @@ class LLMSummariser:
 
 
 def build_summariser(settings: Settings) -> Summariser:
-    """The LLM summariser when an endpoint is configured, else the extractive one."""
-    if settings.llm_url:
+    """``settings.summariser``; ``auto`` is the LLM one when an endpoint is configured."""
+    if settings.llm_url and settings.summariser in ("auto", "llm"):
         return LLMSummariser.from_settings(settings)
     return ExtractiveSummariser()
