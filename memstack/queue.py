@@ -50,6 +50,11 @@ def _s(v: bytes | str) -> str:
     return v.decode() if isinstance(v, bytes) else v
 
 
+def _entry_order(entry_id: str) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
 class IngestQueue:
     def __init__(
         self, redis: Redis, keys: Keys, *, claim_idle_ms: int, max_deliveries: int
@@ -96,7 +101,7 @@ class IngestQueue:
                 )
                 for _stream, items in fresh or []:
                     entries += items
-            deliveries = await self._deliveries([_s(e[0]) for e in entries])
+            deliveries = await self._deliveries(consumer, [_s(e[0]) for e in entries])
         except RedisError as exc:
             raise StoreUnavailable(f"Redis: {exc}") from exc
         return [
@@ -116,12 +121,24 @@ class IngestQueue:
             out += [(eid, f) for eid, f in items if f]
         return out
 
-    async def _deliveries(self, entry_ids: Sequence[str]) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for eid in entry_ids:
-            info = await self.redis.xpending_range(self.stream, GROUP, min=eid, max=eid, count=1)
-            if info:
-                out[eid] = int(info[0]["times_delivered"])
+    async def _deliveries(self, consumer: str, entry_ids: Sequence[str]) -> dict[str, int]:
+        """Delivery counts of the entries just read: all sit in this consumer's pending list."""
+        if not entry_ids:
+            return {}
+        wanted = set(entry_ids)
+        info = await self.redis.xpending_range(
+            self.stream,
+            GROUP,
+            min=min(entry_ids, key=_entry_order),
+            max=max(entry_ids, key=_entry_order),
+            count=max(len(entry_ids), 64) * 4,
+            consumername=consumer,
+        )
+        out = {}
+        for row in info:
+            eid = _s(row["message_id"])  # type: ignore[arg-type]
+            if eid in wanted:
+                out[eid] = int(row["times_delivered"])
         return out
 
     async def ack(self, entry_ids: Sequence[str]) -> None:
