@@ -6,18 +6,21 @@ what the session has already found: a JSON list in Redis under
 and is refreshed every turn. Each turn:
 
 1. Level 2: search with the message; hits under ``kb_min_score`` are noise and dropped;
-2. Level 1: read the list and, in the same atomic Redis script, append this turn's
-   hits scoring at least ``kc_threshold`` (an item whose text hash is cached replaces
-   the old entry and moves to the tail; past ``kc_capacity`` the head is evicted: FIFO);
+2. Level 1: read the list, at the same time as the search;
 3. :func:`merge_levels`, exactly the seed's: Level 1 first, a Level-2 item replaces one
    with the same text hash only with a strictly higher score, sort by score descending,
    keep ``kc_inject_max``;
 4. render each item with its origin, ``[历史缓存]`` / ``[本轮检索]`` (en ``[cached]`` /
-   ``[this turn]``), log the section's size and count it in the metrics.
+   ``[this turn]``), log the section's size and count it in the metrics;
+5. update Level 1 in the background, after the section is returned (the seed updates
+   it after the LLM call): one atomic Lua script appends this turn's hits scoring at
+   least ``kc_threshold`` (an item whose text hash is cached replaces the old entry and
+   moves to the tail), evicts the head past ``kc_capacity`` (FIFO) and refreshes the
+   TTL. Being one script, concurrent turns of a session never lose each other's items.
 
-The merge sees Level 1 as it was before this turn (the seed updates the cache after
-the LLM call), so an item found now is labelled "this turn" even though it is cached
-from now on. The text hash is :func:`memstack.ids.text_hash`, the code base's only one.
+The merge sees Level 1 as it was before this turn, so an item found now is labelled
+"this turn" even though it is cached from now on. The text hash is
+:func:`memstack.ids.text_hash`, the code base's only one.
 
 With ``kc_enabled=False`` a turn is Level 2 alone, as before the cache: nothing is read
 from or written to Redis.
@@ -32,12 +35,14 @@ The read path calls one method::
 
 ``AsyncMemory.knowledge_context(user_id, session_id, message)`` is the same call on the
 memory object's cache. A failing Level-2 search is logged and the turn is served from
-Level 1 alone (``turn.degraded`` says why); a Redis failure raises
-:class:`~memstack.errors.StoreUnavailable`.
+Level 1 alone (``turn.degraded`` says why); Redis failing on the read raises
+:class:`~memstack.errors.StoreUnavailable`, on the background update it is logged and
+counted. Call :meth:`KnowledgeCache.flush` before closing the Redis client.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -45,7 +50,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import RedisError
 
 from memstack import metrics, scripts
 from memstack.errors import (
@@ -218,11 +223,24 @@ class KnowledgeCache:
         self.keys = Keys(settings.key_prefix)
         self.search = search
         self._turn = redis.register_script(scripts.KNOWLEDGE_TURN)
+        # This process's cache updates still running, by session.
+        self._pending: dict[str, asyncio.Task[None]] = {}
+
+    @classmethod
+    def over(cls, redis: Redis, settings: Settings, kb: KnowledgeBase) -> KnowledgeCache:
+        """The usual cache: Level 2 is ``kb``'s search."""
+        return cls(redis, settings, kb_search(kb))
 
     async def turn(
         self, user_id: str, session_id: str, message: str, *, locale: str | None = None
     ) -> KnowledgeTurn:
-        """Search, merge with the session's cache, update the cache; see the module doc."""
+        """The knowledge section for ``message``; see the module docstring.
+
+        Level 1 is read while Level 2 searches; the cache update runs in the background
+        after the section is returned (the seed updates the cache after the LLM call),
+        so the caller waits for neither Redis round trip. A later turn or
+        :meth:`cached` of the same session in this process waits for it first.
+        """
         validate_id("user_id", user_id)
         validate_id("session_id", session_id)
         if not isinstance(message, str) or not message.strip():
@@ -230,14 +248,23 @@ class KnowledgeCache:
         loc = _check_locale(locale or self.settings.locale)
         s = self.settings
 
-        level2, degraded = await self._level2(message)
         if not s.kc_enabled:
-            items = level2[: s.kc_inject_max]
+            level2, degraded = await self._level2(message)
+            result = KnowledgeTurn.of(level2[: s.kc_inject_max], loc, degraded)
         else:
+            await self._settle(session_id)
+            search = asyncio.ensure_future(self._level2(message))
+            try:
+                level1 = await self._read(user_id, session_id)
+            except BaseException:
+                search.cancel()
+                raise
+            level2, degraded = await search
+            result = KnowledgeTurn.of(merge_levels(level1, level2, s.kc_inject_max), loc, degraded)
             fresh = self._qualifying(level2)
-            level1 = await self._exchange(user_id, session_id, fresh)
-            items = merge_levels(level1, level2, s.kc_inject_max)
-        result = KnowledgeTurn.of(items, loc, degraded)
+            # Nothing to add and nothing cached: no key to create or keep alive.
+            if fresh or level1:
+                self._schedule(user_id, session_id, fresh)
         self._observe(session_id, result)
         return result
 
@@ -245,16 +272,13 @@ class KnowledgeCache:
         """Level 1 of the session, oldest first (the next to be evicted first)."""
         validate_id("user_id", user_id)
         validate_id("session_id", session_id)
-        try:
-            async with self.redis.pipeline(transaction=True) as pipe:
-                pipe.hget(self.keys.state(session_id), "_user_id")
-                pipe.get(self.keys.knowledge(session_id))
-                owner, raw = await pipe.execute()
-        except RedisError as exc:
-            raise StoreUnavailable(f"Redis: {exc}") from exc
-        if owner is not None and _text(owner) != user_id:
-            raise SessionOwnershipError("this session belongs to another user")
-        return self._parse(session_id, raw)
+        await self._settle(session_id)
+        return await self._read(user_id, session_id)
+
+    async def flush(self) -> None:
+        """Wait for every cache update still running (before closing the connection)."""
+        while self._pending:
+            await asyncio.gather(*self._pending.values(), return_exceptions=True)
 
     async def ttl_s(self, session_id: str) -> int:
         """Seconds the session's cache has left; -2 when there is none."""
@@ -266,7 +290,7 @@ class KnowledgeCache:
 
     async def clear(self, user_id: str, session_id: str) -> None:
         """Drop the session's Level 1 (its owner only)."""
-        await self.cached(user_id, session_id)  # ownership check
+        await self.cached(user_id, session_id)  # waits for pending updates, checks the owner
         try:
             await self.redis.delete(self.keys.knowledge(session_id))
         except RedisError as exc:
@@ -303,24 +327,57 @@ class KnowledgeCache:
                 best[key] = item
         return best
 
-    async def _exchange(
-        self, user_id: str, session_id: str, fresh: dict[str, KnowledgeItem]
-    ) -> list[KnowledgeItem]:
+    async def _read(self, user_id: str, session_id: str) -> list[KnowledgeItem]:
+        try:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.hget(self.keys.state(session_id), "_user_id")
+                pipe.get(self.keys.knowledge(session_id))
+                owner, raw = await pipe.execute()
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis: {exc}") from exc
+        if owner is not None and _text(owner) != user_id:
+            raise SessionOwnershipError("this session belongs to another user")
+        return self._parse(session_id, raw)
+
+    async def _settle(self, session_id: str) -> None:
+        pending = self._pending.get(session_id)
+        if pending is not None:
+            await asyncio.gather(pending, return_exceptions=True)
+
+    def _schedule(self, user_id: str, session_id: str, fresh: dict[str, KnowledgeItem]) -> None:
+        previous = self._pending.get(session_id)
+        task = asyncio.create_task(self._update(user_id, session_id, fresh, previous))
+        self._pending[session_id] = task
+
+        def done(t: asyncio.Task[None]) -> None:
+            if self._pending.get(session_id) is t:
+                del self._pending[session_id]
+
+        task.add_done_callback(done)
+
+    async def _update(
+        self,
+        user_id: str,
+        session_id: str,
+        fresh: dict[str, KnowledgeItem],
+        previous: asyncio.Task[None] | None,
+    ) -> None:
+        if previous is not None:
+            # Two turns of one session in this process: apply their updates in order.
+            await asyncio.gather(previous, return_exceptions=True)
         s = self.settings
         args: list[str | int] = [user_id, s.kc_capacity, s.window_ttl_s]
         for key, item in fresh.items():
             args += [key, item.to_json(key)]
         try:
-            raw = await self._turn(
+            await self._turn(
                 keys=[self.keys.knowledge(session_id), self.keys.state(session_id)], args=args
             )
-        except ResponseError as exc:
-            if "OWNER" in str(exc):
-                raise SessionOwnershipError("this session belongs to another user") from exc
-            raise StoreUnavailable(f"Redis: {exc}") from exc
         except RedisError as exc:
-            raise StoreUnavailable(f"Redis: {exc}") from exc
-        return self._parse(session_id, raw)
+            # The section was already served; losing one update costs the next turns
+            # these items, not the conversation.
+            metrics.KNOWLEDGE_CACHE_UPDATE_FAILURES.inc()
+            log.warning("session %s: knowledge cache update failed: %s", session_id, exc)
 
     def _parse(self, session_id: str, raw: bytes | str | None) -> list[KnowledgeItem]:
         if raw is None:

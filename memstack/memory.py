@@ -110,6 +110,8 @@ class AsyncMemory:
     async def close(self) -> None:
         if self._memory_vectors is not None:
             await self._memory_vectors.close()
+        if self._knowledge_cache is not None:
+            await self._knowledge_cache.flush()
         if self._kb_store is not None:
             await self._kb_store.close()
         await self.working.redis.aclose()

@@ -53,6 +53,10 @@ KNOWLEDGE_TURNS = Counter(
     "Knowledge-cache turns, by whether Level 1 was on (kc_enabled).",
     ["cache"],
 )
+KNOWLEDGE_CACHE_UPDATE_FAILURES = Counter(
+    "memstack_knowledge_cache_update_failures_total",
+    "Level-1 updates that failed after their turn was served (Redis down, another owner).",
+)
 KNOWLEDGE_SEARCH_FAILURES = Counter(
     "memstack_knowledge_search_failures_total",
     "Turns whose Level-2 search failed, so only Level 1 was injected.",

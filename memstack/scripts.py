@@ -24,7 +24,8 @@ if owner and owner ~= ARGV[1] then
 end
 local seq = redis.call('HINCRBY', KEYS[2], '_seq', 1)
 local msg_id = caller_id
-if msg_id == '' then msg_id = ARGV[5] .. '-' .. ARGV[2] .. '-' .. seq end
+-- Zero-padded so that ids of one millisecond sort in sequence order.
+if msg_id == '' then msg_id = ARGV[5] .. '-' .. ARGV[2] .. '-' .. string.format('%06d', seq) end
 local entry = cjson.encode({msg_id = msg_id, user_id = ARGV[1], role = ARGV[3],
                             content = ARGV[4], ts_ms = ARGV[5]})
 redis.call('RPUSH', KEYS[1], entry)
@@ -73,9 +74,9 @@ return 0
 
 # KEYS: session knowledge cache (a JSON list), state. ARGV: user_id, capacity, ttl_s,
 #       then hash1, item1_json, hash2, item2_json, ... (this turn's items >= threshold)
-# Returns the list as it was before this turn (or false): the turn merges that with its
-# own hits, and the read-modify-write here is atomic, so concurrent turns of one session
-# never lose each other's items (seed 000's reserved "distributed lock").
+# Returns the number of items cached afterwards (-1: only the TTL was refreshed, 0: no
+# cache). The read-modify-write is atomic, so concurrent turns of one session never
+# lose each other's items (seed 000 reserves a "distributed lock" for this).
 # An item whose hash is cached replaces the old entry and moves to the tail; the head
 # is evicted past capacity (FIFO). Without new items the TTL is still refreshed.
 KNOWLEDGE_TURN = """
@@ -85,8 +86,9 @@ if owner and owner ~= ARGV[1] then
 end
 local raw = redis.call('GET', KEYS[1])
 if #ARGV < 5 then
-  if raw then redis.call('EXPIRE', KEYS[1], ARGV[3]) end
-  return raw
+  if not raw then return 0 end
+  redis.call('EXPIRE', KEYS[1], ARGV[3])
+  return -1
 end
 local items = {}
 if raw then
@@ -105,5 +107,5 @@ local first = math.max(1, #kept - tonumber(ARGV[2]) + 1)
 local out = {}
 for i = first, #kept do out[#out + 1] = kept[i] end
 redis.call('SET', KEYS[1], cjson.encode(out), 'EX', ARGV[3])
-return raw
+return #out
 """

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from memstack.errors import (
     InvalidContent,
@@ -73,10 +74,15 @@ def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
     return make_settings(tmp_path)
 
 
+_made: list[KnowledgeCache] = []
+
+
 @pytest.fixture
 async def redis(settings: Settings) -> AsyncIterator[Redis]:
     client = create_redis(settings)
     yield client
+    while _made:
+        await _made.pop().flush()
     keys = [k async for k in client.scan_iter(match=f"{settings.key_prefix}:*", count=1000)]
     if keys:
         await client.delete(*keys)
@@ -86,7 +92,9 @@ async def redis(settings: Settings) -> AsyncIterator[Redis]:
 def cache_of(
     redis: Redis, settings: Settings, search: ScriptedSearch, **overrides: object
 ) -> KnowledgeCache:
-    return KnowledgeCache(redis, settings.model_copy(update=overrides), search)
+    cache = KnowledgeCache(redis, settings.model_copy(update=overrides), search)
+    _made.append(cache)
+    return cache
 
 
 def view(items: Sequence[KnowledgeItem]) -> list[tuple[str, float, str]]:
@@ -253,6 +261,7 @@ async def test_stored_as_a_json_list_with_the_one_text_hash(
     cache = cache_of(redis, settings, ScriptedSearch(SEED_HITS))
     user, sid = new_id("u"), new_id("s")
     await cache.turn(user, sid, LONG_MESSAGE)
+    await cache.flush()
     key = f"{settings.key_prefix}:session:{{{sid}}}:knowledge"
     stored = json.loads(await redis.get(key))
     assert [(d["text"], d["hash"]) for d in stored] == [
@@ -267,13 +276,16 @@ async def test_ttl_follows_the_session(redis: Redis, settings: Settings) -> None
     key = f"{settings.key_prefix}:session:{{{sid}}}:knowledge"
     # No hit worth caching: no key is created (and so none without a TTL).
     await cache.turn(user, sid, CONTINUE)
+    await cache.flush()
     assert await redis.exists(key) == 0
 
     await cache.turn(user, sid, LONG_MESSAGE)
+    await cache.flush()
     assert 0 < await redis.ttl(key) <= 100
     await redis.expire(key, 5)
     # A turn without new hits still refreshes it: the cache lives as long as the session.
     await cache.turn(user, sid, CONTINUE)
+    await cache.flush()
     assert 5 < await redis.ttl(key) <= 100
     assert await cache.ttl_s(sid) == await redis.ttl(key)
     for k in await prefix_keys(redis, settings):
@@ -310,6 +322,7 @@ async def test_concurrent_turns_lose_no_update(tmp_path: Path, redis_url: str) -
         caches = [KnowledgeCache(c, settings, search) for c in clients]
         user, sid = new_id("u"), new_id("s")
         await asyncio.gather(*(caches[i].turn(user, sid, f"m{i}") for i in range(n)))
+        await asyncio.gather(*(c.flush() for c in caches))
         cached = await caches[0].cached(user, sid)
         assert sorted(i.text for i in cached) == sorted(f"item {i}" for i in range(n))
     finally:
@@ -367,6 +380,22 @@ async def test_failed_search_serves_level_one(redis: Redis, settings: Settings) 
     assert view(turn.items) == [(TERMS, 0.85, "cached"), (RULES, 0.82, "cached")]
     assert turn.degraded is not None and "connection refused" in turn.degraded
     assert REGISTRY.get_sample_value("memstack_knowledge_search_failures_total") == before + 1
+
+
+async def test_failed_update_is_counted_not_raised(redis: Redis, settings: Settings) -> None:
+    cache = cache_of(redis, settings, ScriptedSearch(SEED_HITS))
+    user, sid = new_id("u"), new_id("s")
+
+    async def broken(**kwargs: object) -> None:
+        raise RedisConnectionError("connection reset")
+
+    cache._turn = broken  # type: ignore[assignment]
+    before = REGISTRY.get_sample_value("memstack_knowledge_cache_update_failures_total") or 0.0
+    turn = await cache.turn(user, sid, LONG_MESSAGE)
+    assert len(turn.items) == 3
+    assert await cache.cached(user, sid) == []
+    after = REGISTRY.get_sample_value("memstack_knowledge_cache_update_failures_total")
+    assert after == before + 1
 
 
 async def test_redis_down_raises_store_unavailable(tmp_path: Path) -> None:
