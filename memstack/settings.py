@@ -131,6 +131,10 @@ class Settings(BaseSettings):
         default=14.0, gt=0, description="Half-life of recency decay."
     )
     jaccard_threshold: float = Field(default=0.8, gt=0, le=1, description="Near-duplicate cut.")
+    query_rewrite: Literal["rules", "llm"] = Field(
+        default="rules",
+        description="Query rewriting of recall; llm also asks llm_url for keywords (one call).",
+    )
     distance_threshold: float | None = Field(
         default=None, description="Drop hits with cosine distance above this (memstack calibrate)."
     )
@@ -177,6 +181,8 @@ class Settings(BaseSettings):
             raise ValueError("window_max_messages must be >= recent_window_read")
         if self.embedder == "openai" and not self.embed_url:
             raise ValueError("embedder=openai needs embed_url (MEMSTACK_EMBED_URL)")
+        if self.query_rewrite == "llm" and not self.llm_url:
+            raise ValueError("query_rewrite=llm needs llm_url (MEMSTACK_LLM_URL)")
         if self.extractor == "llm" and not self.llm_url:
             raise ValueError("extractor=llm needs llm_url (MEMSTACK_LLM_URL)")
         if self.summariser == "llm" and not self.llm_url:
