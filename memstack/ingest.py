@@ -37,6 +37,19 @@ log = logging.getLogger("memstack.ingest")
 UNIT_LOOKBACK = 4
 
 
+def _unit_members(context: Sequence[LedgerMessage], m: LedgerMessage) -> list[LedgerMessage]:
+    """``m`` alone if it is a user turn; else the user turn it answers and what follows."""
+    if m.role == "user":
+        return [m]
+    pos = next((i for i, x in enumerate(context) if x.msg_id == m.msg_id), None)
+    if pos is None:
+        return [m]
+    for back in range(pos - 1, max(pos - 1 - UNIT_LOOKBACK, -1), -1):
+        if context[back].role == "user":
+            return list(context[back : pos + 1])
+    return [m]
+
+
 def message_from_job(job: Job) -> LedgerMessage:
     """Validate a stream entry; a malformed one raises and ends in the dead-letter stream."""
     f = job.fields
@@ -106,42 +119,43 @@ class Ingestor:
     async def _dialogue_records(self, messages: Sequence[LedgerMessage]) -> list[VectorRecord]:
         """Exchange-unit chunks: a reply joins the user turn it answers, under that turn's id."""
         out: list[VectorRecord] = []
-        async with self.sessions() as s:
-            for m in messages:
-                members = [m]
-                if m.role != "user":
-                    members = await self._unit_of_reply(s, m)
-                unit = exchange_units([(x.msg_id, x.role, x.content) for x in members])[-1]
-                head = next(x for x in members if x.msg_id == unit.msg_ids[0])
-                pieces = split_semantic(
-                    unit.text,
-                    split_chars=self.settings.chunk_split_chars,
-                    merge_chars=self.settings.chunk_merge_chars,
-                )
-                topic = topic_code(classify_topic(unit.text, [], self.settings.locale)) or ""
-                for idx, text in enumerate(pieces):
-                    meta = self._metadata(head, idx, "dialogue", unit.msg_ids)
-                    meta["topic"] = topic
-                    out.append(VectorRecord(chunk_id(head.msg_id, idx), text, (), meta))
+        contexts = await self._session_contexts(messages)
+        for m in messages:
+            members = _unit_members(contexts[m.session_id], m)
+            unit = exchange_units([(x.msg_id, x.role, x.content) for x in members])[-1]
+            head = next(x for x in members if x.msg_id == unit.msg_ids[0])
+            pieces = split_semantic(
+                unit.text,
+                split_chars=self.settings.chunk_split_chars,
+                merge_chars=self.settings.chunk_merge_chars,
+            )
+            topic = topic_code(classify_topic(unit.text, [], self.settings.locale)) or ""
+            for idx, text in enumerate(pieces):
+                meta = self._metadata(head, idx, "dialogue", unit.msg_ids)
+                meta["topic"] = topic
+                out.append(VectorRecord(chunk_id(head.msg_id, idx), text, (), meta))
         # A later message of the same unit in this batch rewrites the same ids: keep the last.
         return list({r.id: r for r in out}.values())
 
-    async def _unit_of_reply(self, s: AsyncSession, m: LedgerMessage) -> list[LedgerMessage]:
-        members = [m]
-        cursor = m
-        for _ in range(UNIT_LOOKBACK):
-            prev = await ledger.previous_message(
-                s, m.user_id, m.session_id, cursor.created_at, cursor.msg_id
-            )
-            if prev is None:
-                break
-            members.insert(0, prev)
-            if prev.role == "user":
-                break
-            cursor = prev
-        if members[0].role != "user":
-            return [m]
-        return members
+    async def _session_contexts(
+        self, messages: Sequence[LedgerMessage]
+    ) -> dict[str, list[LedgerMessage]]:
+        """Per session, the ledger's messages up to the batch's last one, in ledger order:
+        one query per session rather than one per reply."""
+        by_session: dict[str, list[LedgerMessage]] = {}
+        for m in messages:
+            by_session.setdefault(m.session_id, []).append(m)
+        out: dict[str, list[LedgerMessage]] = {}
+        async with self.sessions() as s:
+            for session_id, mine in by_session.items():
+                out[session_id] = await ledger.messages_before(
+                    s,
+                    mine[0].user_id,
+                    session_id,
+                    until=max(m.created_at for m in mine),
+                    limit=len(mine) + UNIT_LOOKBACK + 1,
+                )
+        return out
 
     def _metadata(
         self, head: LedgerMessage, idx: int, layer: str, msg_ids: Sequence[str]

@@ -78,22 +78,23 @@ async def recent_messages(
     return [_from_row(r) for r in reversed(rows)]
 
 
-async def previous_message(
-    session: AsyncSession, user_id: str, session_id: str, before: datetime, msg_id: str
-) -> LedgerMessage | None:
-    """The message just before (``before``, ``msg_id``) in the session, if any."""
-    row = await session.scalar(
-        select(MessageRow)
-        .where(
-            MessageRow.user_id == user_id,
-            MessageRow.session_id == session_id,
-            MessageRow.msg_id != msg_id,
-            MessageRow.created_at <= before,
+async def messages_before(
+    session: AsyncSession, user_id: str, session_id: str, *, until: datetime, limit: int
+) -> list[LedgerMessage]:
+    """The session's last ``limit`` messages at or before ``until``, in ledger order."""
+    rows = (
+        await session.scalars(
+            select(MessageRow)
+            .where(
+                MessageRow.user_id == user_id,
+                MessageRow.session_id == session_id,
+                MessageRow.created_at <= until,
+            )
+            .order_by(MessageRow.created_at.desc(), MessageRow.msg_id.desc())
+            .limit(limit)
         )
-        .order_by(MessageRow.created_at.desc(), MessageRow.msg_id.desc())
-        .limit(1)
-    )
-    return _from_row(row) if row is not None else None
+    ).all()
+    return [_from_row(r) for r in reversed(rows)]
 
 
 async def session_known(session: AsyncSession, user_id: str, session_id: str) -> bool:

@@ -81,8 +81,8 @@ async def test_generated_msg_id_is_timestamp_session_sequence(mem: AsyncMemory) 
     u, s = new_id("u"), new_id("s")
     a = await mem.remember(u, s, "user", "one", ts=1715600000.5)
     b = await mem.remember(u, s, "assistant", "two", ts=1715600001)
-    assert a == f"1715600000500-{s}-1"
-    assert b == f"1715600001000-{s}-2"
+    assert a == f"1715600000500-{s}-000001"
+    assert b == f"1715600001000-{s}-000002"
     job = (await mem.working.redis.xrange(mem.working.keys.ingest_stream()))[0][1]
     assert job[b"msg_id"].decode() == a and job[b"user_id"].decode() == u
     assert job[b"content"].decode() == "one"
