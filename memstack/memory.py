@@ -39,6 +39,7 @@ from memstack.knowledge_base import (
 from memstack.knowledge_cache import KnowledgeCache, KnowledgeTurn, kb_search
 from memstack.models import SummaryRow, ToolResultRow
 from memstack.queue import DeadLetter, IngestQueue
+from memstack.recall import ContextResult, Recall
 from memstack.settings import Settings, load_settings
 from memstack.stores import create_redis
 from memstack.summary import build_summariser
@@ -86,6 +87,7 @@ class AsyncMemory:
         self._kb_store: VectorStore | None = None
         self._kbs: dict[str, KnowledgeBase] = {}
         self._knowledge_cache: KnowledgeCache | None = None
+        self._recall: Recall | None = None
         self._build_lock = asyncio.Lock()
 
     @classmethod
@@ -108,6 +110,8 @@ class AsyncMemory:
         return cls(settings, engine, WorkingMemory(redis, settings))
 
     async def close(self) -> None:
+        if self._recall is not None:
+            await self._recall.aclose()
         if self._memory_vectors is not None:
             await self._memory_vectors.close()
         if self._knowledge_cache is not None:
@@ -130,7 +134,11 @@ class AsyncMemory:
         if self._memory_vectors is None:
             async with self._build_lock:
                 if self._memory_vectors is None:
-                    self._memory_vectors = await build_memory_store(self.settings, self.embedder)
+                    store = await build_memory_store(self.settings, self.embedder)
+                    # Opens the collection now: a model or dimension mismatch (which names
+                    # `memstack reindex`) must stop a worker before it takes any job.
+                    await store.count()
+                    self._memory_vectors = store
         return self._memory_vectors
 
     async def worker(self) -> Worker:
@@ -378,6 +386,55 @@ class AsyncMemory:
         ``message`` (Level 2 merged with what the session found before; seed 000)."""
         cache = await self.knowledge_cache()
         return await cache.turn(user_id, session_id, message, locale=locale)
+
+    # --- read path (memstack.recall) --------------------------------------------------
+    @property
+    def recall(self) -> Recall:
+        """The read path over this object's stores; built on first use."""
+        if self._recall is None:
+            self._recall = Recall(
+                self.settings,
+                working=self.working,
+                sessions=self.sessions,
+                embedder=lambda: self.embedder,
+                vectors=self.memory_vectors,
+                knowledge=self._knowledge_section,
+            )
+        return self._recall
+
+    async def _knowledge_section(
+        self, user_id: str, session_id: str, message: str, locale: str
+    ) -> KnowledgeTurn | None:
+        # Only a configured knowledge base (a server URL, or one this process opened)
+        # costs a search per turn; otherwise the section stays empty.
+        if not self.settings.kb_url and self._kb_store is None:
+            return None
+        return await self.knowledge_context(user_id, session_id, message, locale=locale)
+
+    async def context(
+        self,
+        user_id: str,
+        session_id: str,
+        query: str,
+        *,
+        budget_tokens: int | None = None,
+        now: Timestamp | None = None,
+        locale: str | None = None,
+        system: str | None = None,
+    ) -> ContextResult:
+        """The assembled context for ``query`` (seed 002 §4): ``text``, chat ``messages``,
+        the sections, and a manifest of every item considered. ``now`` (default: the
+        clock) fixes recency and relative ages, so a call can be reproduced."""
+        when = from_ms(to_ms(now)) if now is not None else None
+        return await self.recall.context(
+            user_id,
+            session_id,
+            query,
+            budget_tokens=budget_tokens,
+            now=when,
+            locale=locale,
+            system=system,
+        )
 
     # --- maintenance ---------------------------------------------------------------
     async def keys_without_ttl(self) -> list[str]:

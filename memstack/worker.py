@@ -9,19 +9,27 @@ poison job cannot hold back the others; it reaches the dead-letter stream after
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
 import time
 from dataclasses import dataclass, field
 
-from memstack.errors import MemstackError
+from memstack.errors import MemstackError, SchemaMismatch, StoreUnavailable
 from memstack.ingest import Ingestor, message_from_job
 from memstack.ledger import LedgerMessage
 from memstack.queue import IngestQueue, Job
 from memstack.summary_store import Summarizer
 
 log = logging.getLogger("memstack.worker")
+
+# A store that is down or of the wrong schema is no fault of the job: such errors stop
+# the batch (the jobs stay pending) instead of counting towards the dead-letter stream.
+INFRASTRUCTURE = (StoreUnavailable, SchemaMismatch)
+# Jobs with no recorded error of their own (their worker died with them) get this many
+# times more deliveries before they are set aside.
+SILENT_FAILURE_FACTOR = 10
 
 
 def consumer_name() -> str:
@@ -62,8 +70,10 @@ class Worker:
             return report
         live: list[Job] = []
         for job in jobs:
-            if job.deliveries > self.queue.max_deliveries:
-                error = self.queue.last_errors.get(job.entry_id, "failed on every delivery")
+            error = self.queue.last_errors.get(job.entry_id)
+            limit = self.queue.max_deliveries * (1 if error else SILENT_FAILURE_FACTOR)
+            if job.deliveries > limit:
+                error = error or f"no worker finished it in {job.deliveries} deliveries"
                 await self.queue.dead_letter(job, error)
                 log.error("ingest job %s dead-lettered: %s", job.entry_id, error)
                 report.dead_lettered += 1
@@ -75,11 +85,15 @@ class Worker:
             await self._process(live)
             await self.queue.ack([j.entry_id for j in live])
             report.processed += len(live)
+        except INFRASTRUCTURE:
+            raise
         except Exception as batch_exc:  # any failure: fall back to one job at a time
             log.warning("ingest batch of %d failed (%s); retrying job by job", len(live), batch_exc)
             for job in live:
                 try:
                     await self._process([job])
+                except INFRASTRUCTURE:
+                    raise
                 except Exception as exc:  # recorded, retried, then dead-lettered
                     msg = f"{type(exc).__name__}: {exc}"
                     self.queue.last_errors[job.entry_id] = msg
@@ -118,13 +132,17 @@ class Worker:
         """Process until ``stop`` is set; the batch in hand is always finished first."""
         total = WorkerReport()
         last_summary_check = 0.0
+        backoff_s = 0.5
         while not stop.is_set():
             try:
                 report = await self.run_batch(block_ms=block_ms)
             except MemstackError as exc:
-                log.error("worker: %s; retrying in 1 s", exc)
-                await asyncio.sleep(1)
+                backoff_s = min(backoff_s * 2, 30.0)
+                log.error("worker: %s; retrying in %.0f s", exc, backoff_s)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), backoff_s)
                 continue
+            backoff_s = 0.5
             total.add(report)
             if time.monotonic() - last_summary_check > 5:
                 total.summaries += await self.summarize_quiet()

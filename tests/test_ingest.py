@@ -444,3 +444,52 @@ async def test_worker_process_stops_cleanly_on_sigterm(
         assert await mem.queue.pending_count() == 0
     finally:
         await mem.close()
+
+
+async def test_store_outage_keeps_jobs_pending_instead_of_dead_lettering(
+    any_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memstack.errors import StoreUnavailable
+
+    mem = await AsyncMemory.open(any_settings.model_copy(update={"ingest_max_deliveries": 2}))
+    try:
+        u, s = new_id("u"), new_id("s")
+        for i in range(3):
+            await mem.remember(u, s, "user", f"message {i}", ts=T0 + timedelta(seconds=i))
+        worker = await mem.worker()
+        real_upsert = worker.ingestor.vectors.upsert
+
+        async def down(*args: object, **kwargs: object) -> None:
+            raise StoreUnavailable("chroma: connection refused (injected)")
+
+        monkeypatch.setattr(worker.ingestor.vectors, "upsert", down)
+        for _ in range(6):  # far more deliveries than ingest_max_deliveries
+            with pytest.raises(StoreUnavailable):
+                await mem.drain()
+        assert await mem.dead_letters() == []
+        assert await mem.queue.pending_count() == 3
+        monkeypatch.setattr(worker.ingestor.vectors, "upsert", real_upsert)
+        report = await mem.drain()
+        assert report.processed == 3 and report.dead_lettered == 0
+        assert await mem.queue.pending_count() == 0
+    finally:
+        await mem.close()
+
+
+async def test_vector_model_mismatch_stops_the_worker_before_any_job(
+    service_settings: Settings,
+) -> None:
+    from memstack.errors import SchemaMismatch
+
+    first = await AsyncMemory.open(service_settings)
+    await first.memory_vectors()  # creates the collection for hashing-v1-384
+    await first.close()
+    mem = await AsyncMemory.open(service_settings.model_copy(update={"embed_dim": 128}))
+    try:
+        await mem.remember(new_id("u"), new_id("s"), "user", "hello there", ts=T0)
+        with pytest.raises(SchemaMismatch, match="memstack reindex"):
+            await mem.drain()
+        assert await mem.queue.pending_count() == 1
+        assert await mem.dead_letters() == []
+    finally:
+        await mem.close()
