@@ -241,5 +241,37 @@ def kb_search(
     console.print(table)
 
 
+@app.command("eval")
+def eval_(
+    dataset: Annotated[str, typer.Argument(help="locomo or longmemeval")],
+    data: Annotated[Path, typer.Option(help="Dataset file (.json or .json.gz).")],
+    semantic_budget: Annotated[
+        int | None, typer.Option(help="Tokens of related history (default 1000 / 2000).")
+    ] = None,
+    limit: Annotated[int | None, typer.Option(help="Conversations (LoCoMo) or questions.")] = None,
+    top_k: Annotated[int, typer.Option(help="Candidates per recall channel.")] = 50,
+    home: Annotated[
+        Path | None, typer.Option(help="Embedded stores (default: a temp dir).")
+    ] = None,
+) -> None:
+    """Evidence recall of context() on LoCoMo or LongMemEval; last line is JSON."""
+    from memstack.evaluation import run_cli
+
+    run_cli(console, _settings(), dataset, data, semantic_budget, limit, top_k, home)
+
+
+@app.command()
+def calibrate(
+    queries: Annotated[Path | None, typer.Option(help="One query per line (needs --user).")] = None,
+    user: Annotated[str | None, typer.Option(help="Whose memory to ask.")] = None,
+    sample: Annotated[int, typer.Option(help="Ledger messages to sample as queries.")] = 200,
+    drop: Annotated[float, typer.Option(help="Share of hits the cut should drop.")] = 0.4,
+) -> None:
+    """Distance distribution of sample queries and the cut dropping ~40% (seed 6.2)."""
+    from memstack.evaluation import calibrate_cli
+
+    calibrate_cli(console, _settings(), queries, user, sample, drop)
+
+
 def main() -> None:
     app()

@@ -19,6 +19,7 @@ from memstack.knowledge_base import (
 )
 from memstack.knowledge_cache import KnowledgeTurn
 from memstack.memory import AsyncMemory, Timestamp
+from memstack.recall import ContextResult
 from memstack.settings import Settings
 from memstack.working_memory import SessionState, WindowMessage
 
@@ -114,3 +115,26 @@ class Memory:
         self, user_id: str, session_id: str, message: str, *, locale: str | None = None
     ) -> KnowledgeTurn:
         return self._run(self.aio.knowledge_context(user_id, session_id, message, locale=locale))
+
+    def context(
+        self,
+        user_id: str,
+        session_id: str,
+        query: str,
+        *,
+        budget_tokens: int | None = None,
+        now: Timestamp | None = None,
+        locale: str | None = None,
+        system: str | None = None,
+    ) -> ContextResult:
+        return self._run(
+            self.aio.context(
+                user_id,
+                session_id,
+                query,
+                budget_tokens=budget_tokens,
+                now=now,
+                locale=locale,
+                system=system,
+            )
+        )

@@ -1,0 +1,564 @@
+"""Retrieval evaluation on LoCoMo and LongMemEval: ``memstack eval``.
+
+Each conversation goes in through the public write path (``remember`` with the dataset's
+own ids and timestamps, then the worker via ``drain``); each question goes to
+``context()`` with ``now`` at the question's time, in a session of its own, so nothing
+but recall can bring the evidence back. The score is **evidence recall**: the share of
+the dataset's evidence turns whose ``msg_id`` is among the kept items of the related
+history. The semantic layer gets exactly the given budget (the other layers get none),
+so the figure says what that many tokens of recall hold.
+
+The data is read from where it lies (``--data``); nothing of it is stored in the project.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import statistics
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+from memstack.errors import ValidationError
+from memstack.ids import scoped_msg_id
+from memstack.memory import AsyncMemory
+from memstack.settings import Settings
+
+Dataset = Literal["locomo", "longmemeval"]
+# LoCoMo category 5 (adversarial) questions have no answer in the conversation.
+LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+# Seconds between consecutive turns of a session whose turns carry no time of their own.
+TURN_SPACING_S = 30
+
+
+@dataclass(frozen=True)
+class Message:
+    caller_id: str
+    role: str
+    content: str
+    ts: datetime
+
+
+@dataclass(frozen=True)
+class Session:
+    session_id: str
+    messages: tuple[Message, ...]
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str
+    category: str
+    now: datetime
+    evidence: tuple[str, ...]  # stored msg ids
+
+
+@dataclass(frozen=True)
+class Conversation:
+    user_id: str
+    sessions: tuple[Session, ...]
+    questions: tuple[Question, ...]
+    missing_evidence: int = 0
+
+
+@dataclass
+class Report:
+    dataset: str
+    semantic_budget: int
+    hits: dict[str, int] = field(default_factory=dict)
+    totals: dict[str, int] = field(default_factory=dict)
+    latencies_ms: list[float] = field(default_factory=list)
+    questions: int = 0
+    missing_evidence: int = 0
+    ingest_s: float = 0.0
+    degraded: dict[str, int] = field(default_factory=dict)
+
+    def add(self, category: str, hit: int, total: int, latency_ms: float) -> None:
+        self.hits[category] = self.hits.get(category, 0) + hit
+        self.totals[category] = self.totals.get(category, 0) + total
+        self.latencies_ms.append(latency_ms)
+        self.questions += 1
+
+    @property
+    def n(self) -> int:
+        return sum(self.totals.values())
+
+    @property
+    def recall(self) -> float:
+        return sum(self.hits.values()) / self.n if self.n else 0.0
+
+    def percentile(self, p: float) -> float:
+        if not self.latencies_ms:
+            return 0.0
+        if len(self.latencies_ms) == 1:
+            return self.latencies_ms[0]
+        return statistics.quantiles(self.latencies_ms, n=100, method="inclusive")[int(p) - 1]
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "recall": round(self.recall, 4),
+            "n": self.n,
+            "p50_ms": round(self.percentile(50), 1),
+            "p95_ms": round(self.percentile(95), 1),
+        }
+
+
+# --- datasets ----------------------------------------------------------------------------------
+
+
+def _load_json(path: Path) -> Any:
+    if not path.is_file():
+        raise ValidationError(f"no data file at {path}")
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.:@-]", "_", text)[:60]
+
+
+def _locomo_time(text: str) -> datetime:
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+
+
+def locomo(path: Path, run_id: str) -> Iterator[Conversation]:
+    """LoCoMo: speaker A plays the user, speaker B the assistant; content keeps the
+    speaker's name (the questions name people) and the caption of a shared image."""
+    for sample in _load_json(path):
+        conv = sample["conversation"]
+        speaker_a = conv["speaker_a"]
+        user_id = f"{run_id}-{_safe(sample['sample_id'])}"
+        numbers = sorted(int(m.group(1)) for k in conv if (m := re.fullmatch(r"session_(\d+)", k)))
+        sessions = []
+        stored: dict[str, str] = {}
+        last = None
+        for n in numbers:
+            start = _locomo_time(conv[f"session_{n}_date_time"])
+            sid = f"{user_id}-s{n}"
+            msgs = []
+            for i, turn in enumerate(conv[f"session_{n}"]):
+                content = f"{turn['speaker']}: {turn['text']}"
+                if turn.get("blip_caption"):
+                    content += f" [shares {turn['blip_caption']}]"
+                role = "user" if turn["speaker"] == speaker_a else "assistant"
+                ts = start + timedelta(seconds=TURN_SPACING_S * i)
+                msgs.append(Message(turn["dia_id"], role, content, ts))
+                stored[turn["dia_id"]] = scoped_msg_id(sid, turn["dia_id"])
+                last = ts
+            sessions.append(Session(sid, tuple(msgs)))
+        assert last is not None
+        # The questions carry no date: they are asked the day after the last session.
+        now = last + timedelta(days=1)
+        questions = []
+        missing = 0
+        for qa in sample["qa"]:
+            if qa.get("category") not in LOCOMO_CATEGORIES:
+                continue
+            evidence = []
+            for ref in qa.get("evidence", []):
+                # A few references are malformed ("D8:6; D9:17", "D:11:26").
+                for part in str(ref).split(";"):
+                    dia = part.strip().replace("D:", "D")
+                    if dia in stored:
+                        evidence.append(stored[dia])
+                    else:
+                        missing += 1
+            if evidence:
+                questions.append(
+                    Question(
+                        qa["question"],
+                        LOCOMO_CATEGORIES[qa["category"]],
+                        now,
+                        tuple(dict.fromkeys(evidence)),
+                    )
+                )
+        yield Conversation(user_id, tuple(sessions), tuple(questions), missing)
+
+
+def _lme_time(text: str) -> datetime:
+    return datetime.strptime(
+        text.split(" (")[0] + " " + text.split(") ")[-1], "%Y/%m/%d %H:%M"
+    ).replace(tzinfo=UTC)
+
+
+def longmemeval(path: Path, run_id: str) -> Iterator[Conversation]:
+    """LongMemEval_S: each question is its own user with its own haystack of sessions;
+    evidence is every turn marked ``has_answer``."""
+    for item in _load_json(path):
+        user_id = f"{run_id}-{_safe(str(item['question_id']))}"
+        sessions = []
+        evidence: list[str] = []
+        for sid_raw, date, turns in zip(
+            item["haystack_session_ids"],
+            item["haystack_dates"],
+            item["haystack_sessions"],
+            strict=True,
+        ):
+            sid = f"{user_id}-{_safe(sid_raw)}"
+            start = _lme_time(date)
+            msgs = []
+            for i, turn in enumerate(turns):
+                caller = f"t{i}"
+                if not str(turn.get("content", "")).strip():
+                    continue
+                msgs.append(
+                    Message(
+                        caller,
+                        turn["role"],
+                        turn["content"],
+                        start + timedelta(seconds=TURN_SPACING_S * i),
+                    )
+                )
+                if turn.get("has_answer"):
+                    evidence.append(scoped_msg_id(sid, caller))
+            sessions.append(Session(sid, tuple(msgs)))
+        question = Question(
+            item["question"],
+            item["question_type"],
+            _lme_time(item["question_date"]),
+            tuple(evidence),
+        )
+        yield Conversation(user_id, tuple(sessions), (question,) if evidence else ())
+
+
+LOADERS: dict[str, Callable[[Path, str], Iterator[Conversation]]] = {
+    "locomo": locomo,
+    "longmemeval": longmemeval,
+}
+
+
+# --- running -----------------------------------------------------------------------------------
+
+
+def eval_settings(base: Settings, *, semantic_budget: int, top_k: int) -> Settings:
+    """``base`` with the whole budget on related history and the pool set by ``top_k``."""
+    return base.model_copy(
+        update={
+            "share_window": 0.0,
+            "share_facts": 0.0,
+            "share_knowledge": 0.0,
+            "share_semantic": 1.0,
+            "vector_top_k": top_k,
+            # The token budget, not a count, decides how many snippets fit.
+            "vector_keep": 10_000,
+            "budget_tokens": max(semantic_budget, 1),
+        }
+    )
+
+
+ProgressFn = Callable[[str, int, int], None]
+
+
+async def ingest(mem: AsyncMemory, conv: Conversation) -> None:
+    for session in conv.sessions:
+        for m in session.messages:
+            await mem.remember(
+                conv.user_id, session.session_id, m.role, m.content, msg_id=m.caller_id, ts=m.ts
+            )
+    # Summaries would only add summary chunks, which recall does not quote.
+    await mem.drain(summarize=False)
+
+
+async def ask(
+    mem: AsyncMemory, conv: Conversation, q: Question, semantic_budget: int, report: Report
+) -> None:
+    session_id = f"{conv.user_id}-qa"
+    reserved = mem.recall.reserved_tokens(q.text, "en")
+    started = time.perf_counter()
+    result = await mem.context(
+        conv.user_id,
+        session_id,
+        q.text,
+        budget_tokens=semantic_budget + reserved,
+        now=q.now,
+        locale="en",
+    )
+    latency = (time.perf_counter() - started) * 1000
+    for layer in result.degraded:
+        report.degraded[layer] = report.degraded.get(layer, 0) + 1
+    kept = result.kept_msg_ids("semantic")
+    hit = sum(1 for e in q.evidence if e in kept)
+    report.add(q.category, hit, len(q.evidence), latency)
+
+
+async def run(
+    mem: AsyncMemory,
+    dataset: Dataset,
+    data: Path,
+    *,
+    semantic_budget: int,
+    limit: int | None = None,
+    progress: ProgressFn | None = None,
+    cleanup: bool = True,
+) -> Report:
+    """Ingest and ask every conversation of ``data``; ``limit`` caps the conversations
+    (LoCoMo) or questions (LongMemEval, one conversation each)."""
+    if dataset not in LOADERS:
+        raise ValidationError(f"dataset must be one of {sorted(LOADERS)}, got {dataset!r}")
+    if semantic_budget <= 0:
+        raise ValidationError(f"semantic budget must be positive, got {semantic_budget}")
+    if limit is not None and limit <= 0:
+        raise ValidationError(f"limit must be positive, got {limit}")
+    run_id = "ev" + uuid.uuid4().hex[:8]
+    convs = list(LOADERS[dataset](data, run_id))[:limit]
+    report = Report(dataset, semantic_budget)
+    total_q = sum(len(c.questions) for c in convs)
+    done_q = 0
+    try:
+        for i, conv in enumerate(convs, start=1):
+            report.missing_evidence += conv.missing_evidence
+            if progress:
+                progress(f"ingest {i}/{len(convs)}", done_q, total_q)
+            started = time.perf_counter()
+            await ingest(mem, conv)
+            report.ingest_s += time.perf_counter() - started
+            for q in conv.questions:
+                await ask(mem, conv, q, semantic_budget, report)
+                done_q += 1
+                if progress:
+                    progress(f"ask {i}/{len(convs)}", done_q, total_q)
+    finally:
+        if cleanup:
+            for conv in convs:
+                await mem.forget_user(conv.user_id)
+    return report
+
+
+def category_rows(report: Report) -> Sequence[tuple[str, int, float]]:
+    return [
+        (cat, report.totals[cat], report.hits[cat] / report.totals[cat])
+        for cat in sorted(report.totals)
+    ]
+
+
+# --- calibrate (seed 002 §6.2) -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Calibration:
+    queries: int
+    distances: tuple[float, ...]
+    drop_share: float
+
+    @property
+    def threshold(self) -> float | None:
+        """The distance above which ``drop_share`` of the hits lie."""
+        if not self.distances:
+            return None
+        ordered = sorted(self.distances)
+        idx = min(len(ordered) - 1, max(0, round(len(ordered) * (1.0 - self.drop_share)) - 1))
+        return round(ordered[idx], 4)
+
+    def percentiles(self) -> dict[int, float]:
+        if len(self.distances) < 2:
+            return {}
+        cuts = statistics.quantiles(self.distances, n=10, method="inclusive")
+        return {10 * (i + 1): round(c, 4) for i, c in enumerate(cuts)}
+
+
+async def calibrate(
+    mem: AsyncMemory,
+    *,
+    queries: Sequence[str] = (),
+    user_id: str | None = None,
+    sample: int = 200,
+    drop_share: float = 0.4,
+) -> Calibration:
+    """Distances of the vector hits of sample queries, and the cut that drops ``drop_share``.
+
+    With ``queries`` (and the ``user_id`` they belong to) those are asked; otherwise
+    ``sample`` user messages drawn from the ledger are asked against their own user's
+    memory, each ignoring the hit of its own message (a distance of 0 says nothing).
+    """
+    from sqlalchemy import func, select
+
+    from memstack.ids import validate_id
+    from memstack.models import MessageRow
+
+    if not 0.0 < drop_share < 1.0:
+        raise ValidationError(f"drop share must be within (0, 1), got {drop_share}")
+    asks: list[tuple[str, str, str | None]] = []
+    if queries:
+        if user_id is None:
+            raise ValidationError("queries need the user_id whose memory they are asked against")
+        validate_id("user_id", user_id)
+        asks = [(user_id, q, None) for q in queries if q.strip()]
+    else:
+        if sample <= 0:
+            raise ValidationError(f"sample must be positive, got {sample}")
+        stmt = select(MessageRow.user_id, MessageRow.content, MessageRow.msg_id).where(
+            MessageRow.role == "user"
+        )
+        if user_id is not None:
+            stmt = stmt.where(MessageRow.user_id == validate_id("user_id", user_id))
+        async with mem.sessions() as s:
+            rows = (await s.execute(stmt.order_by(func.random()).limit(sample))).all()
+        asks = [(r.user_id, r.content, r.msg_id) for r in rows]
+    store = await mem.memory_vectors()
+    distances: list[float] = []
+    top_k = mem.settings.vector_top_k
+    for uid, text, own in asks:
+        [vector] = await mem.embedder.embed([text])
+        for hit in await store.search(vector, scope={"user_id": uid}, top_k=top_k + 1):
+            ids = str(hit.metadata.get("msg_ids") or hit.metadata.get("msg_id") or "").split(",")
+            if own is not None and own in ids:
+                continue
+            distances.append(1.0 - hit.score)
+    return Calibration(len(asks), tuple(distances), drop_share)
+
+
+# --- command line --------------------------------------------------------------------------------
+
+DEFAULT_BUDGETS = {"locomo": 1000, "longmemeval": 2000}
+
+
+def run_cli(
+    console: Any,
+    settings: Settings,
+    dataset: str,
+    data: Path,
+    semantic_budget: int | None,
+    limit: int | None,
+    top_k: int,
+    home: Path | None,
+) -> None:
+    """``memstack eval``: progress while it runs, a table per category, JSON last."""
+    import asyncio
+    import tempfile
+
+    import typer
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from memstack.errors import MemstackError
+
+    if dataset not in LOADERS:
+        console.print(f"[red]error:[/red] dataset must be one of {sorted(LOADERS)}")
+        raise typer.Exit(2)
+    budget = semantic_budget or DEFAULT_BUDGETS[dataset]
+    if top_k <= 0:
+        console.print("[red]error:[/red] --top-k must be positive")
+        raise typer.Exit(2)
+    with tempfile.TemporaryDirectory(prefix="memstack-eval-") as tmp:
+        s = eval_settings(settings, semantic_budget=budget, top_k=top_k).model_copy(
+            update={"home": home or Path(tmp)}
+        )
+        console.print(
+            f"[bold]{dataset}[/bold] {data}: semantic budget {budget} tokens, top-k {top_k}, "
+            f"embedder {s.embedder}, vectors {s.vector_store}, "
+            f"database {'PostgreSQL' if s.database_url else 'SQLite'}"
+        )
+
+        async def go() -> Report:
+            async with await AsyncMemory.open(s) as mem:
+                with Progress(
+                    TextColumn("{task.description}"),
+                    BarColumn(),
+                    MofNCompleteColumn(),
+                    TimeElapsedColumn(),
+                    console=console,
+                    transient=True,
+                ) as bar:
+                    task = bar.add_task("loading", total=None)
+
+                    def progress(what: str, done: int, total: int) -> None:
+                        bar.update(task, description=what, completed=done, total=total)
+
+                    return await run(
+                        mem,
+                        dataset,  # type: ignore[arg-type]
+                        data,
+                        semantic_budget=budget,
+                        limit=limit,
+                        progress=progress,
+                    )
+
+        try:
+            report = asyncio.run(go())
+        except MemstackError as exc:
+            console.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(1) from exc
+    table = Table(title=f"{dataset}: evidence recall at {budget} tokens")
+    for col in ("category", "evidence", "recall"):
+        table.add_column(col)
+    for cat, n, r in category_rows(report):
+        table.add_row(cat, str(n), f"{r:.3f}")
+    table.add_row("[bold]all", str(report.n), f"[bold]{report.recall:.3f}")
+    console.print(table)
+    console.print(
+        f"{report.questions} questions, context() p50 {report.percentile(50):.1f} ms, "
+        f"p95 {report.percentile(95):.1f} ms; ingest {report.ingest_s:.0f} s"
+        + (
+            f"; evidence ids not in the data: {report.missing_evidence}"
+            if report.missing_evidence
+            else ""
+        )
+        + (f"; degraded layers: {report.degraded}" if report.degraded else "")
+    )
+    print(json.dumps(report.summary()), flush=True)
+
+
+def calibrate_cli(
+    console: Any,
+    settings: Settings,
+    queries: Path | None,
+    user: str | None,
+    sample: int,
+    drop: float,
+) -> None:
+    import asyncio
+
+    import typer
+    from rich.table import Table
+
+    from memstack.errors import MemstackError
+
+    texts: list[str] = []
+    if queries is not None:
+        if not queries.is_file():
+            console.print(f"[red]error:[/red] no file {queries}")
+            raise typer.Exit(2)
+        texts = [line.strip() for line in queries.read_text(encoding="utf-8").splitlines()]
+        texts = [t for t in texts if t]
+
+    async def go() -> Calibration:
+        async with await AsyncMemory.open(settings) as mem:
+            return await calibrate(mem, queries=texts, user_id=user, sample=sample, drop_share=drop)
+
+    try:
+        result = asyncio.run(go())
+    except MemstackError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from exc
+    if not result.distances:
+        console.print("no vector hits: ingest some messages first (memstack worker / drain)")
+        raise typer.Exit(1)
+    table = Table(
+        title=f"cosine distance of {len(result.distances)} hits, {result.queries} queries"
+    )
+    table.add_column("percentile")
+    table.add_column("distance")
+    for p, d in result.percentiles().items():
+        table.add_row(str(p), f"{d:.4f}")
+    console.print(table)
+    console.print(
+        f"a cut at [bold]{result.threshold}[/bold] drops {drop:.0%} of the hits: "
+        f"MEMSTACK_DISTANCE_THRESHOLD={result.threshold}"
+    )
+    print(
+        json.dumps(
+            {
+                "queries": result.queries,
+                "hits": len(result.distances),
+                "threshold": result.threshold,
+            }
+        ),
+        flush=True,
+    )

@@ -1,0 +1,996 @@
+"""The read path: ``context(user_id, session_id, query)`` (seed 002 §4, §5.1, §6.2).
+
+1. Gather in parallel, each store under its own timeout: the recent window (Redis),
+   current facts and superseded values (SQL), two dense searches (the question and a
+   rewrite of it) with a hard ``user_id`` filter, BM25 over the ledger, and the session
+   knowledge cache when a knowledge base is configured. A store that fails or times out
+   leaves its layer empty and named in ``degraded``; the call still answers.
+2. An empty window of a known session is rebuilt from the ledger (Redis lost it).
+3. Candidates are messages. Their relevance fuses the channels by reciprocal rank; a
+   message also inherits half the score of the message it answers (the answer to "what
+   did you do at the picnic?" rarely says "picnic"); messages with almost no words are
+   discounted. ``score = w_rel·relevance + w_rec·recency``, recency halving every
+   ``recency_half_life_days`` before ``now``.
+4. Filters, each recorded in the manifest: in the window; below the distance threshold;
+   carrying a superseded fact value (§5.1); a near-duplicate (character-bigram Jaccard);
+   the same message as a better chunk.
+5. Per-layer token budgets (:mod:`memstack.budget`), then assembly (:mod:`memstack.assembly`).
+
+Every store query carries the user filter: the vector store refuses a search without
+``scope``, SQL queries name ``user_id``, and the window drops other users' entries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import and_, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.orm import aliased
+
+from memstack import facts as fact_store
+from memstack import ledger, lexical, metrics
+from memstack.assembly import (
+    Assembled,
+    Labels,
+    Turn,
+    assemble,
+    labels_for,
+    render_fact,
+    render_history,
+    section_tokens,
+)
+from memstack.budget import Allocation, Fit, allocate, truncate_tokens
+from memstack.chunking import split_semantic
+from memstack.embedders import Embedder
+from memstack.errors import ConfigError, InvalidContent, SessionOwnershipError, ValidationError
+from memstack.extraction.vocabulary import NUMBER_PATTERN, VOCABULARY, parse_number
+from memstack.facts import StoredFact
+from memstack.ids import validate_id
+from memstack.lexical import LexicalHit, Rewrite, rewrite_query
+from memstack.models import MessageRow
+from memstack.settings import Settings
+from memstack.tokens import count_tokens, lexical_terms
+from memstack.vectorstores.base import VectorHit, VectorStore
+from memstack.working_memory import WindowMessage, WorkingMemory
+
+log = logging.getLogger("memstack.recall")
+T = TypeVar("T")
+
+# Fusion constants, chosen on the LoCoMo dev split as a whole (docs/benchmarks.md).
+# A small k lets a channel's top hit beat items that are only mediocre in every channel.
+RRF_K = 5
+CHANNEL_WEIGHTS = {"vector": 1.0, "vector_rewrite": 1.0, "lexical": 1.5}
+# Share of the score of the message a candidate answers (the one before it in its session).
+ANSWER_PROPAGATION = 0.5
+# Messages with fewer lexical terms than this are discounted in proportion: "ok, see you!"
+# is almost never what a question is about.
+MIN_CONTENT_TERMS = 6
+# Candidates per channel never fall below this, whatever vector_top_k says: the budget,
+# not the pool, should decide what is kept.
+MIN_POOL = 20
+SEMANTIC_LAYERS = ("facts", "knowledge", "semantic", "window")
+
+# Manifest reasons.
+KEPT = None
+BUDGET = "budget"
+LIMIT = "limit"
+DUPLICATE = "duplicate"
+STALE = "stale_value"
+IN_WINDOW = "in_window"
+BELOW_THRESHOLD = "below_threshold"
+CURRENT_INPUT = "current_input"
+
+
+@dataclass(frozen=True)
+class ManifestItem:
+    """One item the read path considered, and what became of it."""
+
+    layer: str
+    key: str
+    msg_ids: tuple[str, ...]
+    preview: str
+    tokens: int
+    kept: bool
+    reason: str | None = None
+    score: float | None = None
+    relevance: float | None = None
+    recency: float | None = None
+    distance: float | None = None
+    ranks: Mapping[str, int] = field(default_factory=dict)
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class ContextResult:
+    text: str
+    messages: list[dict[str, str]]
+    sections: Mapping[str, Any]
+    manifest: list[ManifestItem]
+    degraded: dict[str, str]
+    allocation: Allocation
+    rewrite: Rewrite
+    window_rebuilt: bool
+    timings_ms: dict[str, float]
+    tokens: int
+
+    def kept(self, layer: str | None = None) -> list[ManifestItem]:
+        return [m for m in self.manifest if m.kept and (layer is None or m.layer == layer)]
+
+    def kept_msg_ids(self, layer: str | None = None) -> set[str]:
+        return {i for m in self.kept(layer) for i in m.msg_ids}
+
+
+# --- pure helpers ----------------------------------------------------------------------------
+
+
+def recency(age_s: float, half_life_days: float) -> float:
+    """Exponential decay: 1 now, 0.5 after one half-life; the future counts as now."""
+    return float(0.5 ** (max(age_s, 0.0) / (half_life_days * 86400.0)))
+
+
+def char_bigrams(text: str) -> set[str]:
+    # Bigrams, not single characters: two English sentences share most of the alphabet,
+    # so a character-set Jaccard would call nearly everything a duplicate.
+    norm = re.sub(r"\s+", " ", text.casefold()).strip()
+    if len(norm) < 2:
+        return {norm} if norm else set()
+    return {norm[i : i + 2] for i in range(len(norm) - 1)}
+
+
+def jaccard(a: set[str], b: set[str]) -> float:
+    if not a or not b:
+        return 0.0
+    return len(a & b) / len(a | b)
+
+
+_NUMBER = re.compile(NUMBER_PATTERN)
+
+
+def _numbers(text: str) -> set[float]:
+    found = set()
+    for tok in _NUMBER.findall(text):
+        n = parse_number(tok)
+        if n is not None:
+            found.add(float(n))
+    return found
+
+
+def _contains_word(text: str, word: str) -> bool:
+    w = word.strip().casefold()
+    if len(w) < 2:
+        return False
+    if w.isascii():
+        return re.search(rf"(?<![a-z0-9]){re.escape(w)}(?![a-z0-9])", text) is not None
+    return w in text
+
+
+def stale_key(
+    text: str, superseded: Mapping[str, Sequence[Any]], current: Mapping[str, Any]
+) -> str | None:
+    """The fact key whose superseded value ``text`` repeats, if any (seed 002 §5.1).
+
+    "预算不超过五千" after the budget became 8000 is stale: recalled, it would put 5000
+    back in front of the model. Amounts match as numbers (五千 = 5,000 = 5k); text and
+    list values match as words. Only values that differ from the current one count.
+    """
+    low = text.casefold()
+    nums: set[float] | None = None
+    for key, olds in superseded.items():
+        now_value = current.get(key)
+        spec = VOCABULARY.get(key)
+        for old in olds:
+            if isinstance(old, Mapping) and "amount" in old:
+                try:
+                    amount = float(old["amount"])
+                except (TypeError, ValueError):
+                    continue
+                now_amount = now_value.get("amount") if isinstance(now_value, Mapping) else None
+                # Small numbers ("3 days") say nothing about a budget of 3.
+                if amount < 10 or now_amount == old["amount"]:
+                    continue
+                if nums is None:
+                    nums = _numbers(text)
+                if amount in nums:
+                    return key
+            elif isinstance(old, list):
+                still = (
+                    {str(v).casefold() for v in now_value} if isinstance(now_value, list) else set()
+                )
+                for item in old:
+                    if str(item).casefold() not in still and _contains_word(low, str(item)):
+                        return key
+            elif isinstance(old, str) and (spec is None or spec.kind != "money"):
+                if isinstance(now_value, str) and now_value.casefold() == old.casefold():
+                    continue
+                if _contains_word(low, old):
+                    return key
+    return None
+
+
+_NAME = re.compile(r"\b[A-Z][a-z]+(?:'s)?\b")
+
+
+def dense_rewrite(query: str, rewrite: Rewrite) -> str | None:
+    """The second dense query: the question without title-case words, or its keywords.
+
+    Names and question words pull a query towards every message that merely contains
+    them (seed §6.2: the embedding is insensitive to rare words next to frequent ones);
+    the rewrite keeps the topic. Chinese has no case, so it gets the keyword rewrite.
+    None when the rewrite would be the query itself.
+    """
+    if any("\u4e00" <= ch <= "\u9fff" for ch in query):
+        text = rewrite.keywords
+    else:
+        text = re.sub(r"\s+", " ", _NAME.sub(" ", query)).strip(" ?!.,")
+    if not text or text == query or not lexical_terms(text):
+        return None
+    return text
+
+
+def excerpt(content: str, weights: Mapping[str, float], limit_chars: int) -> str:
+    """The message, or for a long one its piece sharing most query terms (best chunk)."""
+    if len(content) <= limit_chars:
+        return content.strip()
+    pieces = split_semantic(content, split_chars=limit_chars, merge_chars=0)
+    if not pieces:
+        return content[:limit_chars]
+
+    def overlap(piece: str) -> float:
+        terms = set(lexical_terms(piece))
+        return sum(w for t, w in weights.items() if t in terms)
+
+    return max(pieces, key=lambda p: (overlap(p), -pieces.index(p)))
+
+
+# --- candidates -------------------------------------------------------------------------------
+
+
+@dataclass
+class Candidate:
+    msg_id: str
+    ranks: dict[str, int] = field(default_factory=dict)
+    similarity: float | None = None
+    chunk_text: str = ""
+    chunk_msg_ids: tuple[str, ...] = ()
+    created_at: float | None = None
+    role: str = "user"
+    content: str | None = None
+    prev_id: str | None = None
+    fused: float = 0.0
+    relevance: float = 0.0
+    recency: float = 0.0
+    score: float = 0.0
+    text: str = ""
+    line: str = ""
+    tokens: int = 0
+
+
+@dataclass(frozen=True)
+class _Row:
+    msg_id: str
+    role: str
+    content: str
+    created_at: float
+    prev_id: str | None
+
+
+def fuse(
+    candidates: dict[str, Candidate],
+    *,
+    settings: Settings,
+    now_s: float,
+    lengths: Mapping[str, int],
+) -> list[Candidate]:
+    """Score candidates in place and return them best first (see the module docstring)."""
+    for c in candidates.values():
+        c.fused = sum(CHANNEL_WEIGHTS.get(ch, 1.0) / (RRF_K + r) for ch, r in c.ranks.items())
+        n_terms = lengths.get(c.msg_id)
+        if n_terms is not None and n_terms < MIN_CONTENT_TERMS:
+            c.fused *= max(n_terms, 1) / MIN_CONTENT_TERMS
+    base = {m: c.fused for m, c in candidates.items()}
+    for c in candidates.values():
+        if c.prev_id is not None and c.prev_id in base:
+            c.fused += ANSWER_PROPAGATION * base[c.prev_id]
+    top = max((c.fused for c in candidates.values()), default=0.0) or 1.0
+    for c in candidates.values():
+        c.relevance = c.fused / top
+        c.recency = (
+            recency(now_s - c.created_at, settings.recency_half_life_days)
+            if c.created_at is not None
+            else 0.0
+        )
+        c.score = settings.weight_relevance * c.relevance + settings.weight_recency * c.recency
+    return sorted(candidates.values(), key=lambda c: (-c.score, c.msg_id))
+
+
+# --- the read path ---------------------------------------------------------------------------
+
+KnowledgeProvider = Callable[[str, str, str, str], Awaitable[Any]]
+
+
+@dataclass
+class _Gathered:
+    window: list[WindowMessage] = field(default_factory=list)
+    rebuilt: bool = False
+    facts: list[StoredFact] = field(default_factory=list)
+    superseded: dict[str, list[Any]] = field(default_factory=dict)
+    vector: dict[str, list[VectorHit]] = field(default_factory=dict)
+    lexical: list[LexicalHit] = field(default_factory=list)
+    knowledge: Any = None
+    degraded: dict[str, str] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+class Recall:
+    """The read path over one deployment's stores. :class:`AsyncMemory` delegates to it."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        working: WorkingMemory,
+        sessions: async_sessionmaker[AsyncSession],
+        embedder: Callable[[], Embedder],
+        vectors: Callable[[], Awaitable[VectorStore]],
+        knowledge: KnowledgeProvider | None = None,
+    ) -> None:
+        if settings.query_rewrite == "llm" and not settings.llm_url:
+            raise ConfigError("query_rewrite=llm needs llm_url (MEMSTACK_LLM_URL)")
+        self.settings = settings
+        self.working = working
+        self.sessions = sessions
+        self._embedder = embedder
+        self._vectors = vectors
+        self.knowledge = knowledge
+        self._llm: lexical.LLMRewriter | None = None
+        if settings.query_rewrite == "llm" and settings.llm_url:
+            self._llm = lexical.LLMRewriter(
+                base_url=settings.llm_url,
+                model=settings.llm_model,
+                api_key=settings.llm_api_key,
+                timeout_s=settings.store_timeout_s,
+            )
+
+    async def aclose(self) -> None:
+        if self._llm is not None:
+            await self._llm.aclose()
+
+    def reserved_tokens(
+        self, query: str, locale: str | None = None, system: str | None = None
+    ) -> int:
+        """Tokens of the system text and the current-input section for ``query``."""
+        labels = labels_for(locale or self.settings.locale)
+        return count_tokens(system if system is not None else labels.system) + section_tokens(
+            labels.input, [query]
+        )
+
+    # --- gathering ----------------------------------------------------------------------
+
+    async def _guarded(self, g: _Gathered, layer: str, coro: Awaitable[T], default: T) -> T:
+        start = time.perf_counter()
+        try:
+            return await asyncio.wait_for(coro, self.settings.store_timeout_s)
+        except (SessionOwnershipError, ValidationError):
+            raise
+        except TimeoutError:
+            g.degraded[layer] = f"timed out after {self.settings.store_timeout_s:g} s"
+        except Exception as exc:  # a store is down: the layer degrades, the call answers
+            g.degraded[layer] = f"{type(exc).__name__}: {exc}"[:300]
+        finally:
+            g.timings[layer] = (time.perf_counter() - start) * 1000
+        metrics.CONTEXT_DEGRADED.labels(layer=layer).inc()
+        log.warning("context: layer %s degraded: %s", layer, g.degraded.get(layer))
+        return default
+
+    async def _window(self, g: _Gathered, user_id: str, session_id: str) -> None:
+        n = self.settings.recent_window_read
+        owner, window = await asyncio.gather(
+            self.working.session_owner(session_id), self.working.window(user_id, session_id, n)
+        )
+        if owner is not None and owner != user_id:
+            raise SessionOwnershipError("this session belongs to another user")
+        if window:
+            g.window = window
+            return
+        # Seed §5.1: Redis is an accelerator, not the source of truth. An empty window of
+        # a session the ledger knows means Redis lost it: rebuild, and count it.
+        async with self.sessions() as s:
+            if not await ledger.session_known(s, user_id, session_id):
+                return
+            rows = await ledger.recent_messages(s, user_id, session_id, n)
+        g.window = [_window_message(r) for r in rows]
+        if g.window:
+            g.rebuilt = await self.working.rebuild_window(user_id, session_id, g.window)
+            if g.rebuilt:
+                metrics.WINDOW_REBUILDS.inc()
+
+    async def _window_from_ledger(self, user_id: str, session_id: str) -> list[WindowMessage]:
+        async with self.sessions() as s:
+            rows = await ledger.recent_messages(
+                s, user_id, session_id, self.settings.recent_window_read
+            )
+        return [_window_message(r) for r in rows]
+
+    async def _facts(self, g: _Gathered, user_id: str) -> None:
+        async with self.sessions() as s:
+            g.facts = await fact_store.current_facts(s, user_id)
+            g.superseded = await fact_store.superseded_values(s, user_id)
+
+    async def _vector(self, g: _Gathered, user_id: str, queries: Mapping[str, str]) -> None:
+        embedder = self._embedder()
+        names = list(queries)
+        vectors_store, embedded = await asyncio.gather(
+            self._vectors(), embedder.embed([queries[n] for n in names])
+        )
+        k = max(self.settings.vector_top_k, MIN_POOL)
+        results = await asyncio.gather(
+            *(vectors_store.search(vec, scope={"user_id": user_id}, top_k=k) for vec in embedded)
+        )
+        g.vector = dict(zip(names, results, strict=True))
+
+    async def _lexical(self, g: _Gathered, user_id: str, rewrite: Rewrite) -> None:
+        async with self.sessions() as s:
+            g.lexical = await lexical.search(
+                s, user_id, rewrite, limit=max(self.settings.vector_top_k, MIN_POOL)
+            )
+
+    async def _rows(self, user_id: str, msg_ids: Sequence[str]) -> dict[str, _Row]:
+        """Ledger rows of the candidates, each with the id of the message before it."""
+        if not msg_ids:
+            return {}
+        prev = aliased(MessageRow)
+        prev_id = (
+            select(prev.msg_id)
+            .where(
+                prev.user_id == MessageRow.user_id,
+                prev.session_id == MessageRow.session_id,
+                or_(
+                    prev.created_at < MessageRow.created_at,
+                    and_(prev.created_at == MessageRow.created_at, prev.msg_id < MessageRow.msg_id),
+                ),
+            )
+            .order_by(prev.created_at.desc(), prev.msg_id.desc())
+            .limit(1)
+            .correlate(MessageRow)
+            .scalar_subquery()
+        )
+        stmt = select(
+            MessageRow.msg_id,
+            MessageRow.role,
+            MessageRow.content,
+            MessageRow.created_at,
+            prev_id.label("prev_id"),
+        ).where(MessageRow.user_id == user_id, MessageRow.msg_id.in_(list(msg_ids)))
+        async with self.sessions() as s:
+            rows = (await s.execute(stmt)).all()
+        return {
+            r.msg_id: _Row(r.msg_id, r.role, r.content, r.created_at.timestamp(), r.prev_id)
+            for r in rows
+        }
+
+    # --- the call --------------------------------------------------------------------------
+
+    async def context(
+        self,
+        user_id: str,
+        session_id: str,
+        query: str,
+        *,
+        budget_tokens: int | None = None,
+        now: datetime | float | None = None,
+        locale: str | None = None,
+        system: str | None = None,
+    ) -> ContextResult:
+        started = time.perf_counter()
+        validate_id("user_id", user_id)
+        validate_id("session_id", session_id)
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidContent("query must be a non-empty string")
+        query = query.strip()
+        labels = labels_for(locale or self.settings.locale)
+        total = self.settings.budget_tokens if budget_tokens is None else budget_tokens
+        if not isinstance(total, int) or isinstance(total, bool) or total <= 0:
+            raise ValidationError(f"budget_tokens must be a positive integer, got {total!r}")
+        system_text = labels.system if system is None else system
+        reserved = count_tokens(system_text) + section_tokens(labels.input, [query])
+        if reserved > total:
+            raise ValidationError(
+                f"the system text and the query take {reserved} tokens, more than "
+                f"budget_tokens={total}"
+            )
+        now_s = _epoch_s(now)
+
+        rewrite = rewrite_query(query)
+        g = _Gathered()
+        if self._llm is not None:
+            keywords = await self._guarded(g, "rewrite", self._llm.keywords(query), None)
+            if keywords:
+                rewrite = lexical.merge_rewrite(rewrite, keywords)
+        queries = {"vector": query}
+        second = dense_rewrite(query, rewrite)
+        if second is not None:
+            queries["vector_rewrite"] = second
+
+        tasks: list[Awaitable[Any]] = [
+            self._guarded(g, "window", self._window(g, user_id, session_id), None),
+            self._guarded(g, "facts", self._facts(g, user_id), None),
+            self._guarded(g, "vector", self._vector(g, user_id, queries), None),
+            self._guarded(g, "lexical", self._lexical(g, user_id, rewrite), None),
+        ]
+        if self.knowledge is not None:
+            tasks.append(self._knowledge(g, user_id, session_id, query, locale))
+        await asyncio.gather(*tasks)
+        if "window" in g.degraded:
+            # Redis is down: the ledger still knows the session's last messages.
+            fallback = await self._guarded(
+                g, "window_ledger", self._window_from_ledger(user_id, session_id), []
+            )
+            if fallback:
+                g.window = fallback
+                g.degraded["window"] += " (served from the ledger)"
+        gathered_at = time.perf_counter()
+
+        result = await self._build(
+            g, user_id, query, rewrite, labels, system_text, total, reserved, now_s
+        )
+        result.timings_ms["gather"] = (gathered_at - started) * 1000
+        result.timings_ms["rank_and_pack"] = (time.perf_counter() - gathered_at) * 1000
+        result.timings_ms["total"] = (time.perf_counter() - started) * 1000
+        metrics.CONTEXT_SECONDS.observe(time.perf_counter() - started)
+        return result
+
+    async def _knowledge(
+        self, g: _Gathered, user_id: str, session_id: str, query: str, locale: str | None
+    ) -> None:
+        assert self.knowledge is not None
+        loc = locale or self.settings.locale
+        turn = await self._guarded(
+            g, "knowledge", self.knowledge(user_id, session_id, query, loc), None
+        )
+        if turn is not None and getattr(turn, "degraded", None):
+            g.degraded["knowledge"] = str(turn.degraded)
+        g.knowledge = turn
+
+    async def _build(
+        self,
+        g: _Gathered,
+        user_id: str,
+        query: str,
+        rewrite: Rewrite,
+        labels: Labels,
+        system_text: str,
+        total: int,
+        reserved: int,
+        now_s: float,
+    ) -> ContextResult:
+        s = self.settings
+        manifest: list[ManifestItem] = []
+
+        # Recent window: the query itself may already be its last message.
+        window = list(g.window)
+        if window and window[-1].role == "user" and window[-1].content.strip() == query:
+            current = window.pop()
+            manifest.append(
+                _item(
+                    "window",
+                    current.msg_id,
+                    (current.msg_id,),
+                    current.content,
+                    0,
+                    False,
+                    CURRENT_INPUT,
+                )
+            )
+        window_ids = {m.msg_id for m in g.window}
+
+        # Semantic candidates.
+        candidates, dropped = self._candidates(g, window_ids)
+        manifest.extend(dropped)
+        rows: dict[str, _Row] = {}
+        if candidates:
+            try:
+                rows = await asyncio.wait_for(
+                    self._rows(user_id, list(candidates)), s.store_timeout_s
+                )
+            except Exception as exc:  # the ledger is down: fall back to chunk texts
+                g.degraded.setdefault("lexical", f"{type(exc).__name__}: {exc}"[:300])
+        lengths: dict[str, int] = {}
+        for m, c in candidates.items():
+            row = rows.get(m)
+            if row is not None:
+                c.role, c.content, c.created_at, c.prev_id = (
+                    row.role,
+                    row.content,
+                    row.created_at,
+                    row.prev_id,
+                )
+                lengths[m] = len(lexical_terms(row.content))
+        ranked = fuse(candidates, settings=s, now_s=now_s, lengths=lengths)
+        current_values = {f.key: f.value for f in g.facts}
+        eligible: list[Candidate] = []
+        seen_grams: list[set[str]] = []
+        covered: set[str] = set()
+        for c in ranked:
+            c.text = (
+                excerpt(c.content, rewrite.weights, s.chunk_split_chars)
+                if c.content is not None
+                else c.chunk_text
+            )
+            turns = [(c.role, c.text)] if c.content is not None else [("user", c.text)]
+            age = now_s - (c.created_at if c.created_at is not None else now_s)
+            c.line = render_history(age, turns, labels)
+            c.tokens = count_tokens(c.line)
+            ids = (c.msg_id,) if c.content is not None else (c.chunk_msg_ids or (c.msg_id,))
+            reason: str | None = None
+            detail = ""
+            if covered.issuperset(ids):
+                reason, detail = DUPLICATE, "same message as a better item"
+            elif (key := stale_key(c.text, g.superseded, current_values)) is not None:
+                reason, detail = STALE, f"carries a superseded value of {key}"
+                metrics.STALE_DROPS.inc()
+            else:
+                grams = char_bigrams(c.text)
+                if any(jaccard(grams, other) > s.jaccard_threshold for other in seen_grams):
+                    reason, detail = DUPLICATE, "near-duplicate of a better item"
+                else:
+                    seen_grams.append(grams)
+            if reason is None:
+                covered.update(ids)
+                eligible.append(c)
+            else:
+                manifest.append(_candidate_item(c, ids, False, reason, detail))
+
+        # Budgets.
+        fact_lines = [(f, render_fact(f.key, f.value, f.source, labels)) for f in g.facts]
+        knowledge_items = list(getattr(g.knowledge, "items", ()) or ())
+        knowledge_lines = [_knowledge_line(i, labels) for i in knowledge_items]
+        window_turns = [Turn(m.role, m.content) for m in window]
+
+        packs: dict[str, Any] = {}
+
+        def pack_lines(name: str, title: str, lines: Sequence[str]) -> Callable[[int], Fit]:
+            def packer(cap: int) -> Fit:
+                chosen: list[int] = []
+                used = count_tokens(title) if lines else 0
+                if used > cap:
+                    packs[name] = []
+                    return Fit(0, not lines)
+                for i, line in enumerate(lines):
+                    t = count_tokens(line)
+                    if used + t <= cap:
+                        chosen.append(i)
+                        used += t
+                packs[name] = chosen
+                return Fit(used if chosen else 0, len(chosen) == len(lines))
+
+            return packer
+
+        def pack_semantic(cap: int) -> Fit:
+            chosen: list[Candidate] = []
+            used = count_tokens(labels.history) if eligible else 0
+            if used > cap:
+                packs["semantic"] = []
+                return Fit(0, not eligible)
+            for c in eligible:
+                if len(chosen) >= s.vector_keep:
+                    break
+                if used + c.tokens <= cap:
+                    chosen.append(c)
+                    used += c.tokens
+            packs["semantic"] = chosen
+            complete = len(chosen) == min(len(eligible), s.vector_keep)
+            return Fit(used if chosen else 0, complete)
+
+        def pack_window(cap: int) -> Fit:
+            lines = [
+                f"{labels.roles.get(t.role, t.role)}{labels.colon}{t.content.strip()}"
+                for t in window_turns
+            ]
+            used = count_tokens(labels.recent) if lines else 0
+            chosen: list[tuple[int, str]] = []
+            if lines and used < cap:
+                # Newest first: the end of the conversation matters most for coherence.
+                for i in range(len(lines) - 1, -1, -1):
+                    t = count_tokens(lines[i])
+                    if used + t <= cap:
+                        chosen.append((i, window_turns[i].content))
+                        used += t
+                    elif not chosen:
+                        # Not even the latest message fits whole: keep its beginning.
+                        role = window_turns[i].role
+                        head = f"{labels.roles.get(role, role)}{labels.colon}"
+                        cut = truncate_tokens(
+                            window_turns[i].content.strip(), cap - used - count_tokens(head)
+                        )
+                        if cut:
+                            chosen.append((i, cut))
+                            used += count_tokens(head + cut)
+                        break
+                    else:
+                        break
+            packs["window"] = sorted(chosen)
+            return Fit(
+                used if chosen else 0,
+                len(chosen) == len(lines) and all(c == window_turns[i].content for i, c in chosen),
+            )
+
+        allocation = allocate(
+            total,
+            reserved=reserved,
+            shares={
+                "facts": s.share_facts,
+                "knowledge": s.share_knowledge,
+                "semantic": s.share_semantic,
+                "window": s.share_window,
+            },
+            packers={
+                "facts": pack_lines("facts", labels.facts, [line for _, line in fact_lines]),
+                "knowledge": pack_lines("knowledge", labels.knowledge, knowledge_lines),
+                "semantic": pack_semantic,
+                "window": pack_window,
+            },
+        )
+
+        # Manifest of the packed layers.
+        fact_kept = set(packs.get("facts", []))
+        for i, (f, line) in enumerate(fact_lines):
+            manifest.append(
+                _item(
+                    "facts",
+                    f"fact:{f.id}",
+                    (f.msg_id,),
+                    line,
+                    count_tokens(line),
+                    i in fact_kept,
+                    None if i in fact_kept else BUDGET,
+                    score=f.confidence,
+                    detail=f.key,
+                )
+            )
+        knowledge_kept = set(packs.get("knowledge", []))
+        for i, (item, line) in enumerate(zip(knowledge_items, knowledge_lines, strict=True)):
+            manifest.append(
+                _item(
+                    "knowledge",
+                    str(getattr(item, "chunk_id", "") or i),
+                    (),
+                    line,
+                    count_tokens(line),
+                    i in knowledge_kept,
+                    None if i in knowledge_kept else BUDGET,
+                    score=float(getattr(item, "score", 0.0)),
+                    detail=str(getattr(item, "origin", "")),
+                )
+            )
+        chosen_sem: list[Candidate] = packs.get("semantic", [])
+        chosen_ids = {c.msg_id for c in chosen_sem}
+        for rank, c in enumerate(eligible):
+            ids = (c.msg_id,) if c.content is not None else (c.chunk_msg_ids or (c.msg_id,))
+            if c.msg_id in chosen_ids:
+                manifest.append(_candidate_item(c, ids, True, KEPT, ""))
+            else:
+                why = LIMIT if rank >= s.vector_keep else BUDGET
+                manifest.append(_candidate_item(c, ids, False, why, ""))
+        window_kept = dict(packs.get("window", []))
+        for i, wm in enumerate(window):
+            kept = i in window_kept
+            manifest.append(
+                _item(
+                    "window",
+                    wm.msg_id,
+                    (wm.msg_id,),
+                    wm.content,
+                    count_tokens(wm.content),
+                    kept,
+                    None if kept else BUDGET,
+                    detail="truncated" if kept and window_kept[i] != wm.content else "",
+                )
+            )
+
+        # Assembly: history in time order, so the model reads it as a story.
+        history = [c.line for c in sorted(chosen_sem, key=lambda c: (c.created_at or 0, c.msg_id))]
+        assembled: Assembled = assemble(
+            labels=labels,
+            system=system_text,
+            facts=[fact_lines[i][1] for i in sorted(fact_kept)],
+            knowledge=[knowledge_lines[i] for i in sorted(knowledge_kept)],
+            history=history,
+            recent=[Turn(window[i].role, text) for i, text in sorted(window_kept.items())],
+            query=query,
+        )
+        tokens = count_tokens(assembled.text)
+        if tokens > total:  # the section sums bound the whole; this would be a bug
+            raise AssertionError(f"assembled {tokens} tokens for a budget of {total}")
+        if fact_kept:
+            await self._record_hits([fact_lines[i][0].id for i in fact_kept], now_s)
+        return ContextResult(
+            text=assembled.text,
+            messages=assembled.messages,
+            sections=assembled.sections,
+            manifest=manifest,
+            degraded=dict(g.degraded),
+            allocation=allocation,
+            rewrite=rewrite,
+            window_rebuilt=g.rebuilt,
+            timings_ms=dict(g.timings),
+            tokens=tokens,
+        )
+
+    def _candidates(
+        self, g: _Gathered, window_ids: set[str]
+    ) -> tuple[dict[str, Candidate], list[ManifestItem]]:
+        """Messages from every channel with their per-channel ranks; drops recorded."""
+        s = self.settings
+        out: dict[str, Candidate] = {}
+        dropped: list[ManifestItem] = []
+        max_distance = s.distance_threshold
+        for channel, hits in g.vector.items():
+            rank = 0
+            seen_msgs: set[str] = set()
+            for hit in hits:
+                meta = hit.metadata
+                distance = 1.0 - hit.score
+                ids = _hit_msg_ids(hit)
+                if channel == "vector" and max_distance is not None and distance > max_distance:
+                    dropped.append(_hit_item(hit, ids, BELOW_THRESHOLD, distance))
+                    continue
+                if (
+                    channel == "vector_rewrite"
+                    and max_distance is not None
+                    and distance > max_distance
+                ):
+                    continue
+                if str(meta.get("source_layer", "dialogue")) == "summary":
+                    # A summary speaks for many messages but quotes none of them; its
+                    # messages are found on their own, so it only adds noise here.
+                    continue
+                if seen_msgs.issuperset(ids):
+                    if channel == "vector":
+                        dropped.append(
+                            _hit_item(
+                                hit, ids, DUPLICATE, distance, "a better chunk of the same message"
+                            )
+                        )
+                    continue
+                rank += 1
+                seen_msgs.update(ids)
+                for m in ids:
+                    if m in window_ids:
+                        continue
+                    c = out.setdefault(m, Candidate(m))
+                    if channel not in c.ranks:
+                        c.ranks[channel] = rank
+                    if channel == "vector" and c.similarity is None:
+                        c.similarity = hit.score
+                        c.chunk_text = hit.text
+                        c.chunk_msg_ids = ids
+                    created = meta.get("created_at")
+                    if c.created_at is None and isinstance(created, int | float):
+                        c.created_at = float(created)
+                if all(m in window_ids for m in ids) and channel == "vector":
+                    dropped.append(_hit_item(hit, ids, IN_WINDOW, distance))
+        for rank, lex in enumerate(g.lexical, start=1):
+            if lex.msg_id in window_ids:
+                if not any(d.msg_ids == (lex.msg_id,) and d.reason == IN_WINDOW for d in dropped):
+                    dropped.append(
+                        _item(
+                            "semantic",
+                            lex.msg_id,
+                            (lex.msg_id,),
+                            lex.content,
+                            0,
+                            False,
+                            IN_WINDOW,
+                            ranks={"lexical": rank},
+                        )
+                    )
+                continue
+            c = out.setdefault(lex.msg_id, Candidate(lex.msg_id))
+            c.ranks.setdefault("lexical", rank)
+        return out, dropped
+
+    async def _record_hits(self, fact_ids: list[int], now_s: float) -> None:
+        # The archive rule spares facts that reach a context; a failure here must not
+        # cost the caller the context it already has.
+        try:
+            async with self.sessions.begin() as s:
+                await fact_store.record_hits(s, fact_ids, datetime.fromtimestamp(now_s, tz=UTC))
+        except Exception as exc:
+            log.warning("could not record fact hits: %s", exc)
+
+
+# --- small helpers -----------------------------------------------------------------------------
+
+
+def _epoch_s(now: datetime | float | None) -> float:
+    if now is None:
+        return time.time()
+    if isinstance(now, datetime):
+        if now.tzinfo is None:
+            raise ValidationError("now must be timezone-aware")
+        return now.timestamp()
+    if isinstance(now, bool) or not isinstance(now, int | float):
+        raise ValidationError(f"now must be a datetime or epoch seconds, got {type(now).__name__}")
+    return float(now)
+
+
+def _window_message(m: ledger.LedgerMessage) -> WindowMessage:
+    return WindowMessage(
+        m.msg_id, m.user_id, m.role, m.content, int(m.created_at.timestamp() * 1000)
+    )
+
+
+def _hit_msg_ids(hit: VectorHit) -> tuple[str, ...]:
+    raw = hit.metadata.get("msg_ids")
+    if isinstance(raw, str) and raw:
+        return tuple(x for x in raw.split(",") if x)
+    msg = hit.metadata.get("msg_id")
+    return (str(msg),) if msg else (hit.id.rsplit("#", 1)[0],)
+
+
+def _preview(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= 120 else flat[:119] + "…"
+
+
+def _item(
+    layer: str,
+    key: str,
+    msg_ids: tuple[str, ...],
+    text: str,
+    tokens: int,
+    kept: bool,
+    reason: str | None,
+    **kw: Any,
+) -> ManifestItem:
+    return ManifestItem(layer, key, msg_ids, _preview(text), tokens, kept, reason, **kw)
+
+
+def _hit_item(
+    hit: VectorHit, ids: tuple[str, ...], reason: str, distance: float, detail: str = ""
+) -> ManifestItem:
+    return _item(
+        "semantic",
+        hit.id,
+        ids,
+        hit.text,
+        count_tokens(hit.text),
+        False,
+        reason,
+        distance=round(distance, 4),
+        detail=detail,
+    )
+
+
+def _candidate_item(
+    c: Candidate, ids: tuple[str, ...], kept: bool, reason: str | None, detail: str
+) -> ManifestItem:
+    return _item(
+        "semantic",
+        c.msg_id,
+        ids,
+        c.text,
+        c.tokens,
+        kept,
+        reason,
+        score=round(c.score, 4),
+        relevance=round(c.relevance, 4),
+        recency=round(c.recency, 4),
+        distance=round(1.0 - c.similarity, 4) if c.similarity is not None else None,
+        ranks=dict(c.ranks),
+        detail=detail,
+    )
+
+
+def _knowledge_line(item: Any, labels: Labels) -> str:
+    from memstack.knowledge_cache import render
+
+    return render([item], labels.locale)
