@@ -32,6 +32,7 @@ The read path calls one method::
     turn.items           # KnowledgeItem(text, score, origin, doc_id, title, ...), best first
     turn.chars, turn.cached_count, turn.retrieved_count
     turn.render("en")    # the same items with other labels
+    turn.entries()       # one rendered string per item (to fit a token budget)
 
 ``AsyncMemory.knowledge_context(user_id, session_id, message)`` is the same call on the
 memory object's cache. A failing Level-2 search is logged and the turn is served from
@@ -143,17 +144,19 @@ def merge_levels(level1: Iterable[S], level2: Iterable[S], max_total: int = 15) 
     return sorted_items[:max_total]
 
 
-def render(items: Sequence[KnowledgeItem], locale: str) -> str:
-    """One line per item: its origin label, the title when known, the text."""
+def render_items(items: Sequence[KnowledgeItem], locale: str) -> list[str]:
+    """One entry per item: its origin label, the title when known, the text (which may
+    span lines)."""
     labels = LABELS[_check_locale(locale)]
     sep = "：" if locale == "zh" else ": "
-    lines = []
-    for item in items:
-        head = (
-            f"{labels[item.origin]} {item.title}{sep}" if item.title else f"{labels[item.origin]} "
-        )
-        lines.append(head + item.text)
-    return "\n".join(lines)
+    return [
+        f"{labels[i.origin]} {i.title}{sep}{i.text}" if i.title else f"{labels[i.origin]} {i.text}"
+        for i in items
+    ]
+
+
+def render(items: Sequence[KnowledgeItem], locale: str) -> str:
+    return "\n".join(render_items(items, locale))
 
 
 @dataclass(frozen=True)
@@ -179,6 +182,10 @@ class KnowledgeTurn:
 
     def render(self, locale: str | None = None) -> str:
         return render(self.items, locale or self.locale)
+
+    def entries(self, locale: str | None = None) -> list[str]:
+        """The rendered items one by one, for a caller that fits them into a budget."""
+        return render_items(self.items, locale or self.locale)
 
 
 # Level 2: (query, top_k) -> hits, best first. KnowledgeBase.search fits via kb_search().

@@ -26,7 +26,7 @@ from memstack.errors import (
 )
 from memstack.ids import text_hash
 from memstack.knowledge_base import Document
-from memstack.knowledge_cache import KnowledgeCache, KnowledgeItem, merge_levels
+from memstack.knowledge_cache import KnowledgeCache, KnowledgeItem, KnowledgeTurn, merge_levels
 from memstack.memory import AsyncMemory
 from memstack.settings import Settings
 from memstack.stores import create_redis
@@ -151,6 +151,7 @@ async def test_seed_timeline(redis: Redis, settings: Settings) -> None:
         (COMPLIANCE, 0.78, "cached"),
     ]
     assert turn.render("en").splitlines()[0] == f"[cached] {TERMS}"
+    assert turn.entries() == [f"[历史缓存] {t}" for t in (TERMS, RULES, COMPLIANCE)]
 
 
 async def test_seed_turn_four_merges_all_four_in_order(redis: Redis, settings: Settings) -> None:
@@ -498,6 +499,10 @@ async def test_end_to_end_on_real_stores(kb_mem: AsyncMemory) -> None:
         ("terms", "cached"),
     ]
     assert turn.text.splitlines()[1].startswith("[cached] ")
+    # Titles are rendered when the knowledge base has them.
+    titled = KnowledgeTurn.of([KnowledgeItem("正文", 0.9, title="手册")], "zh")
+    assert titled.text == "[本轮检索] 手册：正文"
+    assert titled.render("en") == "[this turn] 手册: 正文"
     cache = await mem.knowledge_cache()
     assert [i.doc_id for i in await cache.cached(user, sid)] == ["terms", "compliance"]
     with pytest.raises(SessionOwnershipError):
