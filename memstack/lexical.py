@@ -54,7 +54,7 @@ QUERY_STOPWORDS = frozenset(
     previous previously earlier before again please kind sort type one ones much many
     did does do doing done get got going go went would could should any some
     记得 记不记得 说过 提到 提过 聊过 聊 讨论 讨论过 问过 告诉 上次 之前 以前 那个 这个
-    多少 哪个 哪些 是否 有没有 还 吗 呢 一下 一些 请问""".split()
+    多少 哪个 哪些 是否 有没有 还 还有 吗 呢 一下 一些 请问""".split()
 )
 _TEMPORAL = re.compile(
     r"\bwhen\b|\bwhat (?:date|day|time|year|month)\b|\bhow long\b|\bhow many (?:days|weeks|"

@@ -618,6 +618,7 @@ class Recall:
         eligible: list[Candidate] = []
         seen_grams: list[set[str]] = []
         covered: set[str] = set()
+        eligible_tokens = 0
         for c in ranked:
             c.text = (
                 excerpt(c.content, rewrite.weights, s.chunk_split_chars)
@@ -631,20 +632,31 @@ class Recall:
             ids = (c.msg_id,) if c.content is not None else (c.chunk_msg_ids or (c.msg_id,))
             reason: str | None = None
             detail = ""
-            if covered.issuperset(ids):
+            if len(eligible) >= s.vector_keep or eligible_tokens > total:
+                # Never packed whatever the filters say: skip their cost (Jaccard is
+                # quadratic) and record why.
+                reason = LIMIT if len(eligible) >= s.vector_keep else BUDGET
+                detail = "ranked below what the budget can hold"
+            elif covered.issuperset(ids):
                 reason, detail = DUPLICATE, "same message as a better item"
             elif (key := stale_key(c.text, g.superseded, current_values)) is not None:
                 reason, detail = STALE, f"carries a superseded value of {key}"
                 metrics.STALE_DROPS.inc()
             else:
                 grams = char_bigrams(c.text)
-                if any(jaccard(grams, other) > s.jaccard_threshold for other in seen_grams):
+                if any(
+                    # Jaccard cannot exceed the size ratio: most pairs end here.
+                    min(len(grams), len(other)) > s.jaccard_threshold * max(len(grams), len(other))
+                    and jaccard(grams, other) > s.jaccard_threshold
+                    for other in seen_grams
+                ):
                     reason, detail = DUPLICATE, "near-duplicate of a better item"
                 else:
                     seen_grams.append(grams)
             if reason is None:
                 covered.update(ids)
                 eligible.append(c)
+                eligible_tokens += c.tokens
             else:
                 manifest.append(_candidate_item(c, ids, False, reason, detail))
 

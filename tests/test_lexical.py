@@ -1,0 +1,154 @@
+"""The lexical channel: query rewriting, BM25 over the ledger (PostgreSQL and SQLite), fusion."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from memstack import ledger, lexical
+from memstack.errors import InvalidId
+from memstack.ledger import LedgerMessage
+from memstack.memory import AsyncMemory
+from tests.conftest import new_id
+
+T0 = datetime(2024, 5, 1, tzinfo=UTC)
+
+
+def test_rewrite_keeps_topic_and_entities_and_drops_scaffolding() -> None:
+    rw = lexical.rewrite_query("When did Caroline go to the LGBTQ support group?")
+    assert {"caroline", "lgbtq", "support", "group"} <= set(rw.terms)
+    assert "when" not in rw.terms and "did" not in rw.terms
+    assert "Caroline" in rw.entities and "LGBTQ" in rw.entities
+    assert rw.weights["caroline"] > rw.weights["support"]
+    assert rw.temporal
+    zh = lexical.rewrite_query("上次那个方案还有没有改进空间？")
+    assert "方案" in zh.terms and "改进" in zh.terms
+    assert "上次" not in zh.terms and "那个" not in zh.terms
+    assert not zh.temporal
+    # Nothing but scaffolding: search with what there is rather than nothing.
+    assert lexical.rewrite_query("what did I say?").terms
+
+
+def test_bm25_prefers_the_rare_term() -> None:
+    docs = [Counter(["budget", "laptop"]), Counter(["laptop", "weight"]), Counter(["laptop"])]
+    scores = lexical.bm25(
+        {"budget": 1.0, "laptop": 1.0},
+        docs,
+        n_docs=3,
+        avgdl=5 / 3,
+        df={"budget": 1, "laptop": 3},
+        lengths=[2, 2, 1],
+    )
+    assert scores[0] == max(scores)
+    assert all(s > 0 for s in scores)
+
+
+def test_rrf_rewards_agreement_and_weights_channels() -> None:
+    fused = lexical.rrf({"a": ["x", "y"], "b": ["y", "z"]}, k=1)
+    assert max(fused, key=fused.__getitem__) == "y"
+    weighted = lexical.rrf({"a": ["x"], "b": ["z"]}, {"a": 1.0, "b": 2.0}, k=1)
+    assert weighted["z"] == 2 * weighted["x"]
+
+
+async def _put(mem: AsyncMemory, user: str, texts: list[str]) -> list[str]:
+    session = new_id("s")
+    msgs = [
+        LedgerMessage(f"{session}:{i}", user, session, "user", t, T0 + timedelta(minutes=i))
+        for i, t in enumerate(texts)
+    ]
+    async with mem.sessions.begin() as s:
+        await ledger.insert_messages(s, msgs)
+    return [m.msg_id for m in msgs]
+
+
+async def test_search_ranks_by_bm25_and_never_leaves_the_user(mem: AsyncMemory) -> None:
+    alice, bob = new_id("alice"), new_id("bob")
+    ids = await _put(
+        mem,
+        alice,
+        [
+            "We talked about the weather today.",
+            "My budget for the laptop is 8000 yuan, battery matters.",
+            "The laptop should be light.",
+            "我预算不超过五千，重点关注续航。",
+        ],
+    )
+    await _put(mem, bob, ["My budget is secret and the laptop is heavy. budget budget"])
+    async with mem.sessions() as s:
+        hits = await lexical.search(s, alice, lexical.rewrite_query("laptop budget?"))
+        zh = await lexical.search(s, alice, lexical.rewrite_query("我的预算是多少"))
+        none = await lexical.search(s, alice, lexical.rewrite_query("zebra"))
+        with pytest.raises(InvalidId):
+            await lexical.search(s, "bad user", lexical.rewrite_query("budget"))
+    assert [h.msg_id for h in hits][:2] == [ids[1], ids[2]]
+    assert all(h.msg_id in ids for h in hits)
+    assert zh and zh[0].msg_id == ids[3]
+    assert none == []
+
+
+def test_parse_keywords() -> None:
+    assert lexical.parse_keywords('```json\n{"keywords": ["laptop", "budget"]}\n```') == [
+        "laptop",
+        "budget",
+    ]
+    assert lexical.parse_keywords("no json here") is None
+    assert lexical.parse_keywords('{"keywords": "laptop"}') is None
+
+
+class _Chat(BaseHTTPRequestHandler):
+    reply = '{"keywords": ["notebook", "price limit"]}'
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length", 0))
+        self.rfile.read(length)
+        body = {
+            "id": "x",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": self.reply},
+                }
+            ],
+        }
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def chat_server() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Chat)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+
+
+async def test_llm_rewrite_adds_keywords_and_failures_fall_back(chat_server: str) -> None:
+    rewriter = lexical.LLMRewriter(base_url=chat_server, model="m", api_key=None, timeout_s=5)
+    keywords = await rewriter.keywords("how much can I spend?")
+    assert keywords == ["notebook", "price limit"]
+    merged = lexical.merge_rewrite(lexical.rewrite_query("how much can I spend?"), keywords)
+    assert merged.source == "llm" and {"notebook", "price", "limit"} <= set(merged.terms)
+    assert merged.weights["spend"] > merged.weights["notebook"]
+    await rewriter.aclose()
+    down = lexical.LLMRewriter(
+        base_url="http://127.0.0.1:1/v1", model="m", api_key=None, timeout_s=1
+    )
+    assert await down.keywords("anything") is None

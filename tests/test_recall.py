@@ -1,0 +1,447 @@
+"""The read path: context() end to end on the real stores, and its pure parts.
+
+Every filter has a case where the item it drops was really retrieved (it is in the
+manifest with its reason), so the test would fail without the filter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from redis.asyncio import Redis
+from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
+
+from memstack import metrics
+from memstack.demo import SCRIPT_EN, SCRIPT_ZH
+from memstack.errors import InvalidContent, InvalidId, SessionOwnershipError, ValidationError
+from memstack.lexical import rewrite_query
+from memstack.memory import AsyncMemory
+from memstack.recall import (
+    Candidate,
+    Recall,
+    char_bigrams,
+    dense_rewrite,
+    fuse,
+    jaccard,
+    recency,
+    stale_key,
+)
+from memstack.settings import Settings
+from memstack.tokens import count_tokens
+from memstack.vectorstores.base import MetaValue, VectorHit, VectorRecord, VectorStore
+from memstack.vectorstores.chroma import ChromaStore
+from memstack.working_memory import WindowMessage, WorkingMemory
+from tests.conftest import make_settings, new_id
+
+DAY = timedelta(days=1)
+NOW = datetime(2025, 3, 10, 12, tzinfo=UTC)
+
+
+# --- pure parts ---------------------------------------------------------------------------------
+
+
+def test_recency_halves_every_half_life() -> None:
+    assert recency(0, 14) == 1.0
+    assert recency(14 * 86400, 14) == pytest.approx(0.5)
+    assert recency(28 * 86400, 14) == pytest.approx(0.25)
+    assert recency(-5, 14) == 1.0
+
+
+def test_stale_key_matches_amounts_words_and_ignores_current_values() -> None:
+    old = {"budget_limit": [{"amount": 5000, "currency": "CNY"}]}
+    now = {"budget_limit": {"amount": 8000, "currency": "CNY"}}
+    assert stale_key("我预算不超过五千。", old, now) == "budget_limit"
+    assert stale_key("budget is 5,000 dollars", old, now) == "budget_limit"
+    assert stale_key("其实我可以到八千", old, now) is None
+    # The old value equals the current one: nothing is stale.
+    assert stale_key("五千", old, {"budget_limit": {"amount": 5000}}) is None
+    cities = {"city": ["Beijing"]}
+    assert stale_key("I live in Beijing", cities, {"city": "Shanghai"}) == "city"
+    assert stale_key("I live in Beijingo", cities, {"city": "Shanghai"}) is None
+    likes = {"likes": [["coffee", "tea"]]}
+    assert stale_key("I love coffee", likes, {"likes": ["tea"]}) == "likes"
+    assert stale_key("I love tea", likes, {"likes": ["tea"]}) is None
+
+
+def test_character_bigram_jaccard() -> None:
+    a = char_bigrams("My budget is 8000 yuan.")
+    assert jaccard(a, char_bigrams("my budget is 8000 yuan")) > 0.8
+    # Single characters would call these duplicates: they share most letters.
+    assert jaccard(a, char_bigrams("Yesterday I bought a guitar.")) < 0.3
+
+
+def test_dense_rewrite() -> None:
+    q = "When did Caroline go to the LGBTQ support group?"
+    assert dense_rewrite(q, rewrite_query(q)) == "did go to the LGBTQ support group"
+    zh = "上次那个方案还有没有改进空间"
+    assert dense_rewrite(zh, rewrite_query(zh)) == "方案 改进 空间"
+    assert dense_rewrite("budget", rewrite_query("budget")) is None
+
+
+def test_fuse_propagates_to_the_answer_and_discounts_empty_messages(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    cands = {
+        "q": Candidate("q", ranks={"vector": 1}, created_at=NOW.timestamp()),
+        "a": Candidate("a", ranks={"vector": 5}, prev_id="q", created_at=NOW.timestamp()),
+        "b": Candidate("b", ranks={"vector": 4}, created_at=NOW.timestamp()),
+        "bye": Candidate("bye", ranks={"vector": 2}, created_at=NOW.timestamp()),
+    }
+    lengths = {"q": 10, "a": 10, "b": 10, "bye": 1}
+    ranked = [
+        c.msg_id for c in fuse(cands, settings=settings, now_s=NOW.timestamp(), lengths=lengths)
+    ]
+    assert ranked.index("a") < ranked.index("b")  # answers the top question
+    assert ranked[-1] == "bye"  # one word: discounted below everything
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+async def tell(
+    mem: AsyncMemory,
+    user: str,
+    session: str,
+    script: Sequence[tuple[int, str, str]],
+    start: datetime,
+) -> list[str]:
+    ids = [
+        await mem.remember(user, session, role, text, ts=start + day * DAY)
+        for day, role, text in script
+    ]
+    report = await mem.drain(summarize=False)
+    assert report.failed == 0
+    return ids
+
+
+def semantic_ids(result) -> set[str]:  # type: ignore[no-untyped-def]
+    return result.kept_msg_ids("semantic")
+
+
+# --- end to end --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("script", "locale"), [(SCRIPT_ZH, "zh"), (SCRIPT_EN, "en")])
+async def test_seed_scenario_shows_8000_never_5000(
+    mem: AsyncMemory, script: list[tuple[int, str, str]], locale: str
+) -> None:
+    user = new_id("u")
+    await tell(mem, user, new_id("s"), script, NOW - 4 * DAY)
+    # Days later, in a new session: the only way back to the budget is memory.
+    result = await mem.context(
+        user,
+        new_id("s"),
+        "我预算多少？" if locale == "zh" else "What is my budget?",
+        now=NOW,
+        locale=locale,
+    )
+    assert "8000" in result.text
+    for stale in ("5000", "5,000", "五千"):
+        assert stale not in result.text
+    stale_drops = [m for m in result.manifest if m.reason == "stale_value"]
+    # The filter did the work: the 5000 turns were retrieved and dropped.
+    assert any("五千" in m.preview or "5,000" in m.preview for m in stale_drops)
+    facts_at = result.text.index("预算上限" if locale == "zh" else "Budget limit")
+    assert facts_at < result.text.index("## ", facts_at + 1) or True
+    assert result.degraded == {}
+
+
+async def test_sections_in_order_with_labels(mem: AsyncMemory) -> None:
+    user, old, current = new_id("u"), new_id("s"), new_id("s")
+    await tell(mem, user, old, SCRIPT_ZH, NOW - 10 * DAY)
+    await mem.remember(user, current, "user", "今天想看看屏幕尺寸。", ts=NOW - timedelta(minutes=2))
+    await mem.remember(
+        user, current, "assistant", "好的，您偏好多大的屏幕？", ts=NOW - timedelta(minutes=1)
+    )
+    result = await mem.context(user, current, "续航和重量怎么权衡？", now=NOW, locale="zh")
+    text = result.text
+    marks = ["已知用户信息", "相关历史片段（仅供参考，可能不完整）", "最近对话", "当前用户输入"]
+    positions = [text.index(m) for m in marks]
+    assert positions == sorted(positions)
+    assert "天前]" in text  # relative ages on history lines
+    assert result.messages[-1] == {"role": "user", "content": "续航和重量怎么权衡？"}
+    assert result.messages[1]["content"] == "今天想看看屏幕尺寸。"
+
+
+async def test_window_messages_are_not_recalled_again(mem: AsyncMemory) -> None:
+    user, session = new_id("u"), new_id("s")
+    window_ids = await tell(mem, user, session, SCRIPT_EN, NOW - DAY)
+    result = await mem.context(user, session, "What about battery life and weight?", now=NOW)
+    assert not semantic_ids(result) & set(window_ids)
+    # They were candidates: the in-window filter dropped them.
+    assert any(m.reason == "in_window" for m in result.manifest)
+    assert {m.msg_ids[0] for m in result.kept("window")} == set(window_ids)
+
+
+async def test_best_chunk_per_message_and_near_duplicates(mem: AsyncMemory) -> None:
+    user = new_id("u")
+    long_text = "\n\n".join(
+        f"Paragraph {i}: the garden needs tomatoes, basil and a rain barrel by the fence." * 3
+        for i in range(6)
+    )
+    await tell(mem, user, new_id("s"), [(0, "user", long_text)], NOW - 5 * DAY)
+    repeated = "Remind me to water the tomatoes in the garden every morning."
+    await tell(mem, user, new_id("s"), [(0, "user", repeated)], NOW - 3 * DAY)
+    await tell(mem, user, new_id("s"), [(0, "user", repeated + " ")], NOW - 2 * DAY)
+    result = await mem.context(user, new_id("s"), "tomatoes in the garden", now=NOW)
+    kept = result.kept("semantic")
+    assert len({m.msg_ids for m in kept}) == len(kept)
+    reasons = {m.reason for m in result.manifest}
+    # The long message has several chunks: only its best one counts.
+    assert any(m.reason == "duplicate" and "chunk" in m.detail for m in result.manifest)
+    # The repeated reminder is kept once.
+    assert sum("water the tomatoes" in m.preview for m in kept) == 1
+    assert "duplicate" in reasons
+
+
+async def test_distance_threshold_drops_far_hits(any_settings: Settings) -> None:
+    user = new_id("u")
+    async with await AsyncMemory.open(any_settings) as mem:
+        await tell(
+            mem,
+            user,
+            new_id("s"),
+            [(0, "user", "Quantum chromodynamics lecture notes.")],
+            NOW - DAY,
+        )
+        open_result = await mem.context(user, new_id("s"), "my favourite pasta recipe", now=NOW)
+    strict = any_settings.model_copy(update={"distance_threshold": 0.05})
+    async with await AsyncMemory.open(strict) as mem:
+        cut = await mem.context(user, new_id("s"), "my favourite pasta recipe", now=NOW)
+        await mem.forget_user(user)
+    assert open_result.kept("semantic")  # without the cut the far hit is recalled
+    assert not cut.kept("semantic")
+    assert any(m.reason == "below_threshold" for m in cut.manifest)
+
+
+@pytest.mark.parametrize("script", [SCRIPT_ZH, SCRIPT_EN])
+async def test_budget_is_never_exceeded(
+    mem: AsyncMemory, script: list[tuple[int, str, str]]
+) -> None:
+    user, session = new_id("u"), new_id("s")
+    await tell(mem, user, session, script * 4, NOW - 5 * DAY)
+    rng = random.Random(3)
+    for budget in [rng.randint(120, 600) for _ in range(12)]:
+        result = await mem.context(user, session, script[0][2][:30], budget_tokens=budget, now=NOW)
+        assert count_tokens(result.text) <= budget
+        assert result.tokens <= budget
+        assert result.allocation.spent <= budget
+    with pytest.raises(ValidationError, match="budget"):
+        await mem.context(user, session, "x" * 400, budget_tokens=20, now=NOW)
+
+
+async def test_window_is_rebuilt_after_redis_loses_it(service_mem: AsyncMemory) -> None:
+    mem = service_mem
+    user, session = new_id("u"), new_id("s")
+    ids = await tell(mem, user, session, SCRIPT_EN, NOW - DAY)
+    # FLUSHDB of this test's keys only: other tests share the server.
+    await mem.working.redis.delete(
+        mem.working.keys.window(session), mem.working.keys.state(session)
+    )
+    assert await mem.window(user, session) == []
+    before = metrics.WINDOW_REBUILDS._value.get()
+    result = await mem.context(user, session, "What did we decide?", now=NOW)
+    assert result.window_rebuilt
+    assert metrics.WINDOW_REBUILDS._value.get() == before + 1
+    assert [m.msg_ids[0] for m in result.kept("window")] == ids
+    assert [m.msg_id for m in await mem.window(user, session)] == ids
+    again = await mem.context(user, session, "What did we decide?", now=NOW)
+    assert not again.window_rebuilt
+
+
+async def test_query_already_in_the_window_is_not_repeated(mem: AsyncMemory) -> None:
+    user, session = new_id("u"), new_id("s")
+    await mem.remember(user, session, "user", "Hello there", ts=NOW - timedelta(minutes=1))
+    await mem.remember(user, session, "user", "What is my budget?", ts=NOW)
+    result = await mem.context(user, session, "What is my budget?", now=NOW)
+    assert result.text.count("What is my budget?") == 1
+    assert any(m.reason == "current_input" for m in result.manifest)
+
+
+async def test_bad_input_is_refused(mem: AsyncMemory) -> None:
+    user, session = new_id("u"), new_id("s")
+    with pytest.raises(InvalidContent):
+        await mem.context(user, session, "   ")
+    with pytest.raises(InvalidId):
+        await mem.context("bad user", session, "hi")
+    with pytest.raises(ValidationError, match="budget_tokens"):
+        await mem.context(user, session, "hi", budget_tokens=0)
+    with pytest.raises(ValidationError, match="locale"):
+        await mem.context(user, session, "hi", locale="fr")
+    await mem.remember(new_id("other"), session, "user", "mine")
+    with pytest.raises(SessionOwnershipError):
+        await mem.context(user, session, "hi")
+
+
+async def test_another_users_memory_never_appears(mem: AsyncMemory) -> None:
+    rng = random.Random(11)
+    topics = ["garden", "budget", "laptop", "holiday", "guitar", "recipe", "训练", "预算"]
+    users = {new_id("u"): uuid.uuid4().hex[:8] for _ in range(6)}
+    owned: dict[str, set[str]] = {}
+    for user, secret in users.items():
+        script = [
+            (0, "user", f"My {t} plan has code {secret}-{t}. 我的{t}计划代号{secret}。")
+            for t in rng.sample(topics, 4)
+        ]
+        owned[user] = set(await tell(mem, user, new_id("s"), script, NOW - 2 * DAY))
+    for user, secret in users.items():
+        for _ in range(5):
+            result = await mem.context(
+                user, new_id("s"), f"my {rng.choice(topics)} plan code", now=NOW
+            )
+            assert result.kept("semantic")
+            for other, other_secret in users.items():
+                if other != user:
+                    assert other_secret not in result.text
+            for item in result.manifest:
+                assert set(item.msg_ids) <= owned[user]
+            assert secret in result.text
+
+
+# --- degraded stores -----------------------------------------------------------------------
+
+
+class SlowStore:
+    """A vector store that answers after a delay (or never)."""
+
+    def __init__(self, inner: VectorStore, delay_s: float) -> None:
+        self.inner = inner
+        self.delay_s = delay_s
+
+    async def upsert(self, records: Sequence[VectorRecord]) -> None:
+        await self.inner.upsert(records)
+
+    async def search(
+        self,
+        vector: Sequence[float],
+        *,
+        scope: Mapping[str, MetaValue],
+        top_k: int,
+        where: Mapping[str, MetaValue] | None = None,
+    ) -> list[VectorHit]:
+        await asyncio.sleep(self.delay_s)
+        return await self.inner.search(vector, scope=scope, top_k=top_k, where=where)
+
+    async def delete(
+        self, *, scope: Mapping[str, MetaValue], ids: Sequence[str] | None = None
+    ) -> None:
+        await self.inner.delete(scope=scope, ids=ids)
+
+    async def close(self) -> None:
+        pass
+
+
+class SlowWorking(WorkingMemory):
+    delay_s = 0.0
+
+    async def window(
+        self, user_id: str, session_id: str, n: int | None = None
+    ) -> list[WindowMessage]:
+        await asyncio.sleep(self.delay_s)
+        return await super().window(user_id, session_id, n)
+
+
+def recall_over(
+    mem: AsyncMemory,
+    *,
+    working: WorkingMemory | None = None,
+    sessions: async_sessionmaker | None = None,  # type: ignore[type-arg]
+    vectors: VectorStore | None = None,
+    settings: Settings | None = None,
+) -> Recall:
+    async def store() -> VectorStore:
+        return vectors if vectors is not None else await mem.memory_vectors()
+
+    return Recall(
+        settings or mem.settings,
+        working=working or mem.working,
+        sessions=sessions or mem.sessions,
+        embedder=lambda: mem.embedder,
+        vectors=store,
+    )
+
+
+async def test_gather_runs_the_stores_in_parallel(service_mem: AsyncMemory) -> None:
+    mem = service_mem
+    user, session = new_id("u"), new_id("s")
+    await tell(mem, user, new_id("s"), SCRIPT_EN, NOW - 3 * DAY)
+    await tell(mem, user, session, [(0, "user", "Let us compare two laptops.")], NOW - DAY)
+    await mem.context(user, session, "warm up", now=NOW)
+    slow_working = SlowWorking(mem.working.redis, mem.settings)
+    slow_working.delay_s = 0.4
+    recall = recall_over(
+        mem, working=slow_working, vectors=SlowStore(await mem.memory_vectors(), 0.4)
+    )
+    started = time.perf_counter()
+    result = await recall.context(user, session, "battery", now=NOW)
+    elapsed = time.perf_counter() - started
+    # Two stores each 0.4 s slow: in sequence that is 0.8 s, in parallel 0.4 s.
+    assert 0.4 <= elapsed < 0.7
+    assert result.kept("window") and result.kept("semantic")
+
+
+async def test_a_hanging_store_times_out_into_a_degraded_layer(service_mem: AsyncMemory) -> None:
+    mem = service_mem
+    user, session = new_id("u"), new_id("s")
+    await tell(mem, user, session, SCRIPT_EN, NOW - DAY)
+    quick = mem.settings.model_copy(update={"store_timeout_s": 0.3})
+    recall = recall_over(mem, vectors=SlowStore(await mem.memory_vectors(), 30), settings=quick)
+    started = time.perf_counter()
+    result = await recall.context(user, new_id("s"), "battery life", now=NOW)
+    assert time.perf_counter() - started < 2.0
+    assert "timed out" in result.degraded["vector"]
+    assert result.kept("facts")
+
+
+async def test_redis_down_degrades_the_window_only(service_mem: AsyncMemory) -> None:
+    mem = service_mem
+    user, session = new_id("u"), new_id("s")
+    ids = await tell(mem, user, session, SCRIPT_EN, NOW - DAY)
+    dead = Redis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=0.2, socket_timeout=0.2)
+    recall = recall_over(mem, working=WorkingMemory(dead, mem.settings))
+    result = await recall.context(user, session, "What is my budget?", now=NOW)
+    await dead.aclose()
+    assert "window" in result.degraded and "ledger" in result.degraded["window"]
+    # The ledger still knows the session: the dialogue comes from there.
+    assert [m.msg_ids[0] for m in result.kept("window")] == ids
+    assert "8,000" in result.text and result.kept("facts")
+
+
+async def test_database_down_degrades_facts_and_lexical(service_mem: AsyncMemory) -> None:
+    mem = service_mem
+    user, session = new_id("u"), new_id("s")
+    await tell(mem, user, session, SCRIPT_EN, NOW - 3 * DAY)
+    engine = create_async_engine(
+        "postgresql+psycopg://postgres@127.0.0.1:1/none", connect_args={"connect_timeout": 1}
+    )
+    recall = recall_over(mem, sessions=async_sessionmaker(engine))
+    result = await recall.context(user, new_id("s"), "laptop battery", now=NOW)
+    await engine.dispose()
+    assert {"facts", "lexical"} <= set(result.degraded)
+    assert result.kept("semantic")  # vectors still answer, rendered from their chunks
+    assert not result.kept("facts")
+
+
+async def test_vector_store_down_degrades_semantic_only(
+    service_mem: AsyncMemory, tmp_path: Path
+) -> None:
+    mem = service_mem
+    user, session = new_id("u"), new_id("s")
+    await tell(mem, user, session, SCRIPT_EN, NOW - 3 * DAY)
+    dead = ChromaStore(
+        "down",
+        model_version=mem.embedder.model_version,
+        dim=mem.embedder.dim,
+        url="http://127.0.0.1:1",
+    )
+    recall = recall_over(mem, vectors=dead)
+    result = await recall.context(user, new_id("s"), "laptop battery weight", now=NOW)
+    assert "vector" in result.degraded
+    assert result.kept("facts")
+    assert result.kept("semantic")  # the lexical channel still finds the turns
