@@ -75,3 +75,17 @@ async def run_demo(settings: Settings, console: Console, locale: str = "zh") -> 
                 style=style,
             )
         console.print(facts)
+
+        # The read path: the user comes back in a new session and asks about the budget.
+        question = "What is my budget?" if locale == "en" else "我预算多少？"
+        result = await mem.context(user, f"{session}-next", question, locale=locale)
+        console.rule(f"[bold]context() for {question!r} (a new session)")
+        console.print(result.text, markup=False, highlight=False)
+        dropped: dict[str, int] = {}
+        for item in result.manifest:
+            if not item.kept and item.reason:
+                dropped[item.reason] = dropped.get(item.reason, 0) + 1
+        console.print(
+            f"[dim]manifest: {len(result.kept())} items kept, dropped {dropped or 'none'}; "
+            f"{result.tokens} tokens; degraded {result.degraded or 'none'}[/dim]"
+        )
