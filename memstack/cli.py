@@ -273,5 +273,90 @@ def calibrate(
     calibrate_cli(console, _settings(), queries, user, sample, drop)
 
 
+# --- maintenance ------------------------------------------------------------------------
+
+
+@app.command()
+def maintain(
+    apply: Annotated[bool, typer.Option("--apply", help="Do it (default: a dry run).")] = False,
+) -> None:
+    """Archive cold facts and prune inactive users' old dialogue vectors (seed §5.2).
+
+    Without --apply it only reports what would go.
+    """
+    settings = _settings()
+
+    async def work(mem: AsyncMemory) -> None:
+        report = await mem.maintain(dry_run=not apply)
+        verb = "would" if report.dry_run else "did"
+        console.print(f"facts: {verb} archive {report.facts_archived}")
+        console.print(
+            f"vectors: {verb} prune {report.vectors_pruned} dialogue chunks of "
+            f"{len(report.inactive_users)} users silent for {settings.retention_dialogue_days} days"
+        )
+        leaks = await mem.keys_without_ttl()
+        console.print(
+            f"redis: {len(leaks)} keys without a TTL" + (f": {leaks[:10]}" if leaks else "")
+        )
+
+    _with_memory(settings, work)
+
+
+@app.command()
+def reindex(
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Drop semantic memory and rebuild it from the ledger with the configured embedder."""
+    from rich.progress import Progress
+
+    settings = _settings()
+    if not yes:
+        typer.confirm(
+            f"Drop the {settings.key_prefix}_memory collection and re-embed every message?",
+            abort=True,
+        )
+
+    async def work(mem: AsyncMemory) -> None:
+        with Progress(console=console) as bar:
+            task = bar.add_task("re-embedding", total=None)
+            report = await mem.reindex(
+                progress=lambda done, total: bar.update(task, completed=done, total=total)
+            )
+        console.print(
+            f"reindexed {report.messages} messages into {report.chunks} chunks "
+            f"and {report.summaries} summaries with {mem.embedder.model_version}"
+        )
+
+    _with_memory(settings, work)
+
+
+@app.command("dead-letters")
+def dead_letters(
+    requeue: Annotated[
+        bool, typer.Option("--requeue", help="Put them back on the ingest stream.")
+    ] = False,
+) -> None:
+    """List ingest jobs that failed on every delivery, or requeue them."""
+    settings = _settings()
+
+    async def work(mem: AsyncMemory) -> None:
+        if requeue:
+            console.print(f"requeued {await mem.queue.requeue_dead()} jobs")
+            return
+        table = Table(title="dead letters")
+        for col in ("msg_id", "user_id", "deliveries", "error"):
+            table.add_column(col)
+        for d in await mem.dead_letters():
+            table.add_row(
+                d.fields.get("msg_id", "?"),
+                d.fields.get("user_id", "?"),
+                str(d.deliveries),
+                d.error,
+            )
+        console.print(table)
+
+    _with_memory(settings, work)
+
+
 def main() -> None:
     app()

@@ -1,9 +1,10 @@
 """Fact memory: current facts, their history, and the supersede write (seed 002 §3.2).
 
 A changed value never overwrites: the old row gets ``valid_until``, the new row records
-``supersedes_id``, both in one transaction. A partial unique index on
+``supersedes_id``, both in one transaction. Writers of one (user, key) take a transaction
+advisory lock on PostgreSQL, and a partial unique index on
 ``(user_id, fact_key) WHERE valid_until IS NULL`` makes two current rows impossible even
-when two workers race; the loser retries and supersedes the winner.
+if they did not; a writer that loses such a race retries and supersedes the winner.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -45,7 +46,7 @@ class StoredFact:
         return self.valid_until is None
 
 
-def _stored(row: FactRow) -> StoredFact:
+def _stored(row: FactRow | FactArchiveRow) -> StoredFact:
     return StoredFact(
         id=row.id,
         user_id=row.user_id,
@@ -77,11 +78,18 @@ async def _write_once(
         select(FactRow.id).where(FactRow.msg_id == msg_id, FactRow.fact_key == fact.key)
     ):
         return Outcome.DUPLICATE
-    lock = s.get_bind().dialect.name == "postgresql"
-    query = select(FactRow).where(
-        FactRow.user_id == user_id, FactRow.fact_key == fact.key, FactRow.valid_until.is_(None)
+    if s.get_bind().dialect.name == "postgresql":
+        # Writers of one (user, key) queue here instead of colliding on the partial
+        # unique index and retrying; the lock ends with the transaction.
+        await s.execute(
+            text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"),
+            {"k": f"{user_id}\x1f{fact.key}"},
+        )
+    current = await s.scalar(
+        select(FactRow).where(
+            FactRow.user_id == user_id, FactRow.fact_key == fact.key, FactRow.valid_until.is_(None)
+        )
     )
-    current = await s.scalar(query.with_for_update() if lock else query)
     row: dict[str, Any] = {
         "user_id": user_id,
         "session_id": session_id,
@@ -157,26 +165,34 @@ async def current_facts(s: AsyncSession, user_id: str) -> list[StoredFact]:
     return [_stored(r) for r in rows]
 
 
-async def fact_history(s: AsyncSession, user_id: str, key: str | None = None) -> list[StoredFact]:
-    q = select(FactRow).where(FactRow.user_id == user_id)
+async def _all_facts(s: AsyncSession, user_id: str, key: str | None = None) -> list[StoredFact]:
+    """Hot and archived rows: archiving moves rows, history must not lose them."""
+    hot = select(FactRow).where(FactRow.user_id == user_id)
+    cold = select(FactArchiveRow).where(FactArchiveRow.user_id == user_id)
     if key is not None:
-        q = q.where(FactRow.fact_key == key)
-    rows = await s.scalars(q.order_by(FactRow.fact_key, FactRow.valid_from, FactRow.id))
-    return [_stored(r) for r in rows]
+        hot = hot.where(FactRow.fact_key == key)
+        cold = cold.where(FactArchiveRow.fact_key == key)
+    rows: list[FactRow | FactArchiveRow] = [*await s.scalars(hot), *await s.scalars(cold)]
+    facts = [_stored(r) for r in rows]
+    return sorted(facts, key=lambda f: (f.key, f.valid_from, f.id))
+
+
+async def fact_history(s: AsyncSession, user_id: str, key: str | None = None) -> list[StoredFact]:
+    return await _all_facts(s, user_id, key)
 
 
 async def superseded_values(s: AsyncSession, user_id: str) -> dict[str, list[Any]]:
     """Old values per key whose current value differs: the stale-value filter's input."""
-    rows = list(await s.scalars(select(FactRow).where(FactRow.user_id == user_id)))
-    current = {r.fact_key: r.fact_value for r in rows if r.valid_until is None}
+    rows = await _all_facts(s, user_id)
+    current = {r.key: r.value for r in rows if r.valid_until is None}
     stale: dict[str, list[Any]] = defaultdict(list)
     for r in rows:
         if (
             r.valid_until is not None
-            and r.fact_key in current
-            and not same_value(r.fact_value, current[r.fact_key])
+            and r.key in current
+            and not same_value(r.value, current[r.key])
         ):
-            stale[r.fact_key].append(r.fact_value)
+            stale[r.key].append(r.value)
     return dict(stale)
 
 
@@ -192,7 +208,5 @@ async def record_hits(s: AsyncSession, fact_ids: Sequence[int], at: datetime) ->
 
 async def delete_user(s: AsyncSession, user_id: str) -> int:
     await s.execute(delete(FactArchiveRow).where(FactArchiveRow.user_id == user_id))
-    # Break supersedes references first: the foreign key points within the table.
-    await s.execute(update(FactRow).where(FactRow.user_id == user_id).values(supersedes_id=None))
     result = await s.execute(delete(FactRow).where(FactRow.user_id == user_id))
     return int(getattr(result, "rowcount", 0) or 0)

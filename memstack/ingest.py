@@ -89,18 +89,9 @@ class Ingestor:
         async with self.sessions.begin() as s:
             await self._check_owners(s, messages)
             report.new_ledger_rows = await ledger.insert_messages(s, messages)
-        records = await self._dialogue_records(messages)
-        facts = await self._facts(messages, report)
-        records += facts
-        if records:
-            vectors = await self.embedder.embed([r.text for r in records])
-            await self.vectors.upsert(
-                [
-                    VectorRecord(r.id, r.text, v, r.metadata)
-                    for r, v in zip(records, vectors, strict=True)
-                ]
-            )
-        report.chunks = len(records)
+        records = await self.dialogue_records(messages)
+        records += await self._facts(messages, report)
+        report.chunks = await self.store(records)
         report.sessions = {(m.user_id, m.session_id) for m in messages}
         return report
 
@@ -116,8 +107,22 @@ class Ingestor:
                     f"session {m.session_id!r} belongs to another user; message {m.msg_id} refused"
                 )
 
-    async def _dialogue_records(self, messages: Sequence[LedgerMessage]) -> list[VectorRecord]:
-        """Exchange-unit chunks: a reply joins the user turn it answers, under that turn's id."""
+    async def store(self, records: Sequence[VectorRecord]) -> int:
+        """Embed the records' texts in one call and upsert them; returns how many."""
+        if not records:
+            return 0
+        vectors = await self.embedder.embed([r.text for r in records])
+        await self.vectors.upsert(
+            [
+                VectorRecord(r.id, r.text, v, r.metadata)
+                for r, v in zip(records, vectors, strict=True)
+            ]
+        )
+        return len(records)
+
+    async def dialogue_records(self, messages: Sequence[LedgerMessage]) -> list[VectorRecord]:
+        """Exchange-unit chunks (no vectors yet): a reply joins the user turn it answers,
+        under that turn's id. ``messages`` must already be in the ledger."""
         out: list[VectorRecord] = []
         contexts = await self._session_contexts(messages)
         for m in messages:

@@ -97,6 +97,32 @@ async def messages_before(
     return [_from_row(r) for r in reversed(rows)]
 
 
+async def all_sessions(session: AsyncSession) -> list[tuple[str, str]]:
+    """Every (user_id, session_id) in the ledger."""
+    rows = await session.execute(
+        select(MessageRow.user_id, MessageRow.session_id).distinct().order_by(MessageRow.user_id)
+    )
+    return [(r[0], r[1]) for r in rows]
+
+
+async def session_page(
+    session: AsyncSession, user_id: str, session_id: str, *, offset: int, limit: int
+) -> list[LedgerMessage]:
+    """One page of a session's messages in ledger order."""
+    rows = await session.scalars(
+        select(MessageRow)
+        .where(MessageRow.user_id == user_id, MessageRow.session_id == session_id)
+        .order_by(MessageRow.created_at, MessageRow.msg_id)
+        .offset(offset)
+        .limit(limit)
+    )
+    return [_from_row(r) for r in rows]
+
+
+async def count_all(session: AsyncSession) -> int:
+    return int(await session.scalar(select(func.count()).select_from(MessageRow)) or 0)
+
+
 async def session_known(session: AsyncSession, user_id: str, session_id: str) -> bool:
     found = await session.scalar(
         select(MessageRow.msg_id)

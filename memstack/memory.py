@@ -11,7 +11,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,7 +19,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
-from memstack import db, ledger
+from memstack import db, ledger, maintenance
 from memstack import facts as fact_store
 from memstack.embedders import Embedder, build_embedder
 from memstack.errors import NotFound, SessionOwnershipError, StoreUnavailable
@@ -37,6 +37,7 @@ from memstack.knowledge_base import (
     Source,
 )
 from memstack.knowledge_cache import KnowledgeCache, KnowledgeTurn, kb_search
+from memstack.maintenance import MaintenanceReport
 from memstack.models import SummaryRow, ToolResultRow
 from memstack.queue import DeadLetter, IngestQueue
 from memstack.recall import ContextResult, Recall
@@ -179,6 +180,39 @@ class AsyncMemory:
 
     async def dead_letters(self, count: int = 100) -> list[DeadLetter]:
         return await self.queue.dead_letters(count)
+
+    # --- maintenance -------------------------------------------------------------------
+    async def maintain(
+        self, *, dry_run: bool = True, now: Timestamp | None = None
+    ) -> MaintenanceReport:
+        """Archive cold facts and prune inactive users' old dialogue vectors (seed §5.2).
+
+        ``dry_run`` (the default) only counts what would go.
+        """
+        at = from_ms(to_ms(now))
+        report = MaintenanceReport(dry_run=dry_run)
+        report.facts_archived = await maintenance.archive_facts(
+            self.sessions, self.settings, now=at, dry_run=dry_run
+        )
+        report.inactive_users, report.vectors_pruned = await maintenance.prune_vectors(
+            self.sessions, await self.memory_vectors(), self.settings, now=at, dry_run=dry_run
+        )
+        return report
+
+    async def reindex(
+        self, progress: Callable[[int, int], None] | None = None
+    ) -> maintenance.ReindexReport:
+        """Drop the semantic-memory collection and rebuild it from the ledger with the
+        configured embedder (after a model change: the error says ``memstack reindex``)."""
+        old = await build_memory_store(self.settings, self.embedder)
+        await old.drop()
+        await old.close()
+        if self._memory_vectors is not None:
+            await self._memory_vectors.close()
+        self._memory_vectors = None
+        self._worker = None
+        worker = await self.worker()
+        return await maintenance.reindex(worker.ingestor, progress=progress)
 
     # --- facts -----------------------------------------------------------------------
     async def facts(self, user_id: str) -> list[StoredFact]:

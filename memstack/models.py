@@ -15,7 +15,6 @@ from sqlalchemy import (
     DateTime,
     Dialect,
     Float,
-    ForeignKey,
     Index,
     Integer,
     String,
@@ -101,9 +100,8 @@ class FactRow(Base):
     valid_from: Mapped[datetime] = mapped_column(UTCDateTime())
     valid_until: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
-    supersedes_id: Mapped[int | None] = mapped_column(
-        BigId, ForeignKey("agent_memory_fact.id"), nullable=True
-    )
+    # Not a foreign key: the row it names may have moved to the archive (same id there).
+    supersedes_id: Mapped[int | None] = mapped_column(BigId, nullable=True)
     hit_count: Mapped[int] = mapped_column(Integer, default=0)
     last_hit_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 

@@ -190,6 +190,20 @@ class IngestQueue:
             )
         return out
 
+    async def requeue_dead(self) -> int:
+        """Put every dead letter back on the ingest stream (after fixing its cause)."""
+        try:
+            rows: Any = await self.redis.xrange(self.dead_stream)
+            for eid, raw in rows:
+                fields = {k: v for k, v in raw.items() if not _s(k).startswith("_")}
+                async with self.redis.pipeline(transaction=True) as pipe:
+                    pipe.xadd(self.stream, fields)
+                    pipe.xdel(self.dead_stream, eid)
+                    await pipe.execute()
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis: {exc}") from exc
+        return len(rows)
+
     async def drop_user_jobs(self, user_id: str) -> int:
         """Remove every queued job of ``user_id`` (for ``forget_user``); returns how many."""
         await self.ensure_group()

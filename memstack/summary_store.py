@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from memstack import ledger
 from memstack.embedders import Embedder
 from memstack.errors import StoreUnavailable
-from memstack.models import SummaryRow
+from memstack.models import MessageRow, SummaryRow
 from memstack.settings import Settings
 from memstack.summary import Summariser
 from memstack.vectorstores.base import VectorRecord, VectorStore
@@ -94,33 +94,66 @@ class Summarizer:
                 .on_conflict_do_nothing(index_elements=["session_id", "last_msg_id"])
             )
             await s.execute(stmt)
-        text = str(content.get("summary", "")).strip()
-        if text:
-            summary_id = f"summary:{last.msg_id}"
-            [vector] = await self.embedder.embed([text])
+        record = summary_record(
+            user_id, session_id, last.msg_id, last.created_at, content, self.embedder.model_version
+        )
+        if record is not None:
+            [vector] = await self.embedder.embed([record.text])
             await self.vectors.upsert(
-                [
-                    VectorRecord(
-                        f"{summary_id}#0",
-                        text,
-                        vector,
-                        {
-                            "user_id": user_id,
-                            "session_id": session_id,
-                            "msg_id": summary_id,
-                            # A summary is not evidence of any one turn.
-                            "msg_ids": "",
-                            "role": "summary",
-                            "chunk_idx": 0,
-                            "created_at": int(last.created_at.timestamp()),
-                            "topic": str(content.get("topic", "")),
-                            "source_layer": "summary",
-                            "model_version": self.embedder.model_version,
-                        },
-                    )
-                ]
+                [VectorRecord(record.id, record.text, vector, record.metadata)]
             )
         return True
+
+
+def summary_record(
+    user_id: str,
+    session_id: str,
+    last_msg_id: str,
+    last_at: datetime,
+    content: dict[str, Any],
+    model_version: str,
+) -> VectorRecord | None:
+    """The ``summary`` chunk of a stored summary (no vector yet); None if it has no text."""
+    text = str(content.get("summary", "")).strip()
+    if not text:
+        return None
+    summary_id = f"summary:{last_msg_id}"
+    return VectorRecord(
+        f"{summary_id}#0",
+        text,
+        (),
+        {
+            "user_id": user_id,
+            "session_id": session_id,
+            "msg_id": summary_id,
+            # A summary is not evidence of any one turn.
+            "msg_ids": "",
+            "role": "summary",
+            "chunk_idx": 0,
+            "created_at": int(last_at.timestamp()),
+            "topic": str(content.get("topic", "")),
+            "source_layer": "summary",
+            "model_version": model_version,
+        },
+    )
+
+
+async def all_summary_records(
+    sessions: async_sessionmaker[AsyncSession], model_version: str
+) -> list[VectorRecord]:
+    """Every stored summary as a chunk to embed (``memstack reindex``)."""
+    async with sessions() as s:
+        rows = await s.scalars(select(SummaryRow).order_by(SummaryRow.id))
+        out = []
+        for r in rows:
+            last = await s.get(MessageRow, r.last_msg_id)
+            at = last.created_at if last is not None else r.created_at
+            rec = summary_record(
+                r.user_id, r.session_id, r.last_msg_id, at, r.content, model_version
+            )
+            if rec is not None:
+                out.append(rec)
+        return out
 
 
 async def summaries_of(

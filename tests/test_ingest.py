@@ -493,3 +493,28 @@ async def test_vector_model_mismatch_stops_the_worker_before_any_job(
         assert await mem.dead_letters() == []
     finally:
         await mem.close()
+
+
+async def test_schema_refuses_two_current_rows(mem: AsyncMemory) -> None:
+    from sqlalchemy.exc import IntegrityError
+
+    u = new_id("u")
+    row = {
+        "user_id": u,
+        "session_id": "s",
+        "fact_type": "constraint",
+        "fact_key": "budget_limit",
+        "fact_value": {"amount": 1},
+        "confidence": 1.0,
+        "source": "user_stated",
+        "valid_from": T0,
+        "created_at": T0,
+        "hit_count": 0,
+    }
+    async with mem.sessions.begin() as s:
+        s.add(FactRow(msg_id="a", **row))
+    with pytest.raises(IntegrityError):
+        async with mem.sessions.begin() as s:
+            s.add(FactRow(msg_id="b", **row))
+    async with mem.sessions.begin() as s:  # a superseded (closed) row is fine
+        s.add(FactRow(msg_id="c", valid_until=T0, **row))

@@ -7,6 +7,7 @@ The client is synchronous, so every call runs in a worker thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -227,11 +228,28 @@ class ChromaStore:
 
         await self._run(work, "delete")
 
-    async def count(self) -> int:
-        """Number of vectors in the collection (all users): for stats and tests."""
+    async def count(self, scope: Mapping[str, MetaValue] | None = None) -> int:
+        """Number of vectors, all of them or those matching ``scope`` (stats, dry runs)."""
         await self.ensure_open()
         collection = self._collection
-        return await self._run(lambda: int(collection.count()), "count")
+        if not scope:
+            return await self._run(lambda: int(collection.count()), "count")
+        where = _where(conditions(scope, None))
+        return await self._run(lambda: len(collection.get(where=where, include=[])["ids"]), "count")
+
+    async def drop(self) -> None:
+        """Delete the whole collection (``memstack reindex``); the next use recreates it."""
+
+        def work() -> None:
+            from chromadb.errors import NotFoundError
+
+            client = self._client or self._connect()
+            self._client = client
+            with contextlib.suppress(NotFoundError, ValueError):
+                client.delete_collection(self.collection_name)
+            self._collection = None
+
+        await self._run(work, "drop the collection")
 
     async def close(self) -> None:
         # Embedded clients share one process-wide system per path and HttpClient holds

@@ -356,11 +356,29 @@ class QdrantStore:
 
         await self._run(work, "delete")
 
-    async def count(self) -> int:
-        """Number of points in the collection (all users): for stats and tests."""
+    async def count(self, scope: Mapping[str, MetaValue] | None = None) -> int:
+        """Number of points, all of them or those matching ``scope`` (stats, dry runs)."""
+        flt = _filter(conditions(scope, None)) if scope else None
         return await self._run(
-            lambda client: int(client.count(self.collection_name, exact=True).count), "count"
+            lambda client: int(
+                client.count(self.collection_name, count_filter=flt, exact=True).count
+            ),
+            "count",
         )
+
+    async def drop(self) -> None:
+        """Delete the whole collection (``memstack reindex``); the next use recreates it."""
+        shared, self._shared = self._shared, None
+
+        def work() -> None:
+            conn = shared or self._connect()
+            try:
+                with conn.guard():
+                    conn.client.delete_collection(self.collection_name)
+            finally:
+                self._disconnect(conn)
+
+        await self._wrap(work, "drop the collection")
 
     async def close(self) -> None:
         shared, self._shared = self._shared, None

@@ -46,10 +46,6 @@ def upgrade() -> None:
         ),
         sa.Column("hit_count", sa.Integer(), nullable=False),
         sa.Column("last_hit_at", sa.DateTime(timezone=True), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["supersedes_id"],
-            ["agent_memory_fact.id"],
-        ),
         sa.PrimaryKeyConstraint("id"),
     )
     with op.batch_alter_table("agent_memory_fact", schema=None) as batch_op:
