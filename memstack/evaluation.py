@@ -78,6 +78,7 @@ class Report:
     missing_evidence: int = 0
     ingest_s: float = 0.0
     degraded: dict[str, int] = field(default_factory=dict)
+    user_ids: list[str] = field(default_factory=list)
 
     def add(self, category: str, hit: int, total: int, latency_ms: float) -> None:
         self.hits[category] = self.hits.get(category, 0) + hit
@@ -314,6 +315,7 @@ async def run(
     try:
         for i, conv in enumerate(convs, start=1):
             report.missing_evidence += conv.missing_evidence
+            report.user_ids.append(conv.user_id)
             if progress:
                 progress(f"ingest {i}/{len(convs)}", done_q, total_q)
             started = time.perf_counter()
