@@ -427,9 +427,15 @@ class Recall:
     async def _vector(self, g: _Gathered, user_id: str, queries: Mapping[str, str]) -> None:
         embedder = self._embedder()
         names = list(queries)
-        vectors_store, embedded = await asyncio.gather(
-            self._vectors(), embedder.embed([queries[n] for n in names])
-        )
+
+        async def embed() -> list[list[float]]:
+            start = time.perf_counter()
+            try:
+                return await embedder.embed([queries[n] for n in names])
+            finally:
+                g.timings["embed"] = (time.perf_counter() - start) * 1000
+
+        vectors_store, embedded = await asyncio.gather(self._vectors(), embed())
         k = max(self.settings.vector_top_k, MIN_POOL)
         results = await asyncio.gather(
             *(vectors_store.search(vec, scope={"user_id": user_id}, top_k=k) for vec in embedded)
