@@ -191,6 +191,33 @@ def render_history(age_s: float, turns: Sequence[tuple[str, str]], labels: Label
     return "\n".join([head, *("  " + line for line in lines[1:])])
 
 
+def age_header(age_s: float, labels: Labels) -> str:
+    """``- [3天前]``: the head of a group of history items of the same age."""
+    return f"- [{relative_age(age_s, labels)}]"
+
+
+def render_history_groups(items: Sequence[tuple[str, str]]) -> list[str]:
+    """History lines from ``(age header, body)`` pairs in time order.
+
+    Items of the same age share one header: the age is said once, not once per line,
+    which leaves room for more recall in the same budget. A lone item stays on one line.
+    """
+    groups: list[tuple[str, list[str]]] = []
+    for header, body in items:
+        if groups and groups[-1][0] == header:
+            groups[-1][1].append(body)
+        else:
+            groups.append((header, [body]))
+    lines: list[str] = []
+    for header, bodies in groups:
+        if len(bodies) == 1:
+            lines.append(f"{header} {bodies[0]}")
+        else:
+            lines.append(header)
+            lines.extend("  " + body for body in bodies)
+    return lines
+
+
 # --- sections ------------------------------------------------------------------------------
 
 

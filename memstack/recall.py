@@ -41,10 +41,13 @@ from memstack.assembly import (
     Assembled,
     Labels,
     Turn,
+    age_header,
     assemble,
     labels_for,
     render_fact,
     render_history,
+    render_history_groups,
+    render_turn,
     section_tokens,
 )
 from memstack.budget import Allocation, Fit, allocate, truncate_tokens
@@ -271,6 +274,10 @@ class Candidate:
     text: str = ""
     line: str = ""
     tokens: int = 0
+    header: str = ""
+    header_tokens: int = 0
+    body: str = ""
+    body_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -634,7 +641,11 @@ class Recall:
             turns = [(c.role, c.text)] if c.content is not None else [("user", c.text)]
             age = now_s - (c.created_at if c.created_at is not None else now_s)
             c.line = render_history(age, turns, labels)
-            c.tokens = count_tokens(c.line)
+            c.header = age_header(age, labels)
+            c.body = "\n  ".join(render_turn(role, text, labels) for role, text in turns)
+            c.header_tokens = count_tokens(c.header)
+            c.body_tokens = count_tokens(c.body)
+            c.tokens = c.header_tokens + c.body_tokens
             ids = (c.msg_id,) if c.content is not None else (c.chunk_msg_ids or (c.msg_id,))
             reason: str | None = None
             detail = ""
@@ -697,12 +708,16 @@ class Recall:
             if used > cap:
                 packs["semantic"] = []
                 return Fit(0, not eligible)
+            headers: set[str] = set()
             for c in eligible:
                 if len(chosen) >= s.vector_keep:
                     break
-                if used + c.tokens <= cap:
+                # An age already on the page costs nothing more (one header per group).
+                cost = c.body_tokens + (0 if c.header in headers else c.header_tokens)
+                if used + cost <= cap:
                     chosen.append(c)
-                    used += c.tokens
+                    headers.add(c.header)
+                    used += cost
             packs["semantic"] = chosen
             complete = len(chosen) == min(len(eligible), s.vector_keep)
             return Fit(used if chosen else 0, complete)
@@ -814,7 +829,12 @@ class Recall:
             )
 
         # Assembly: history in time order, so the model reads it as a story.
-        history = [c.line for c in sorted(chosen_sem, key=lambda c: (c.created_at or 0, c.msg_id))]
+        history = render_history_groups(
+            [
+                (c.header, c.body)
+                for c in sorted(chosen_sem, key=lambda c: (c.created_at or 0, c.msg_id))
+            ]
+        )
         assembled: Assembled = assemble(
             labels=labels,
             system=system_text,

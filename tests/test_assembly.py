@@ -98,3 +98,12 @@ def test_empty_sections_are_left_out_and_messages_are_chat_ready() -> None:
 def test_unknown_locale_is_refused() -> None:
     with pytest.raises(ValidationError, match="locale"):
         labels_for("fr")
+
+
+def test_history_items_of_one_age_share_their_header() -> None:
+    from memstack.assembly import render_history_groups
+
+    lines = render_history_groups(
+        [("- [3天前]", "用户：甲"), ("- [3天前]", "助手：乙"), ("- [1天前]", "用户：丙")]
+    )
+    assert lines == ["- [3天前]", "  用户：甲", "  助手：乙", "- [1天前] 用户：丙"]
