@@ -358,5 +358,27 @@ def dead_letters(
     _with_memory(settings, work)
 
 
+# --- network entry points ---------------------------------------------------------------
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8080,
+) -> None:
+    """Run the HTTP API (FastAPI under uvicorn); /docs describes every route."""
+    import uvicorn
+
+    from memstack.api import create_app
+
+    settings = _settings()
+    if settings.embedded_redis:
+        console.print(
+            "[yellow]embedded mode:[/yellow] the queue lives in this process; "
+            "POST /v1/admin/drain turns pending messages into facts and vectors."
+        )
+    uvicorn.run(create_app(settings), host=host, port=port)
+
+
 def main() -> None:
     app()

@@ -61,3 +61,19 @@ KNOWLEDGE_SEARCH_FAILURES = Counter(
     "memstack_knowledge_search_failures_total",
     "Turns whose Level-2 search failed, so only Level 1 was injected.",
 )
+
+# --- HTTP API (memstack.api) ----------------------------------------------------------------
+
+# Labelled by route template, never the raw path: paths hold user and session ids, which
+# would leak into the scrape and grow one series per user.
+HTTP_REQUESTS = Counter(
+    "memstack_http_requests_total",
+    "HTTP API requests by method, route template and status code.",
+    ["method", "route", "status"],
+)
+HTTP_SECONDS = Histogram(
+    "memstack_http_request_seconds",
+    "Wall time of one HTTP API request, by route template.",
+    ["route"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0),
+)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from memstack.errors import ConfigError
@@ -168,6 +168,14 @@ class Settings(BaseSettings):
     kb_top_k: int = Field(default=10, gt=0, description="Level-2 hits per turn (ours).")
     kb_min_score: float = Field(
         default=0.5, ge=-1, le=1, description="Level-2 hits scoring below this are noise (ours)."
+    )
+
+    # --- entry points (ours) ------------------------------------------------------------
+    api_token: SecretStr | None = Field(
+        default=None,
+        min_length=16,
+        description="Bearer token (16+ characters) the HTTP API requires on /v1; /healthz and "
+        "/metrics stay open. Unset: no auth.",
     )
 
     @model_validator(mode="after")
