@@ -380,5 +380,13 @@ def serve(
     uvicorn.run(create_app(settings), host=host, port=port)
 
 
+@app.command("mcp")
+def mcp_() -> None:
+    """Serve memstack's MCP tools over stdio (for an MCP client such as Claude Desktop)."""
+    from memstack.mcp_server import create_server
+
+    create_server(_settings()).run("stdio")
+
+
 def main() -> None:
     app()

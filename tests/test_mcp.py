@@ -1,0 +1,220 @@
+"""The MCP server, driven through the SDK's own client: in-process, over the JSON-RPC
+in-memory transport, and as the ``memstack mcp`` process over stdio."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp_types import CallToolResult, TextContent
+from redis.asyncio import Redis
+
+from memstack.keys import Keys
+from memstack.mcp_server import create_server
+from memstack.memory import AsyncMemory
+from memstack.settings import Settings
+from tests.conftest import new_id
+
+TOOLS = {"remember", "recall_context", "facts", "forget_user", "knowledge_search"}
+
+
+@asynccontextmanager
+async def connect(
+    settings: Settings, *, inline_ingest: bool | None = None, mode: str = "auto"
+) -> AsyncIterator[Client]:
+    server = create_server(settings, inline_ingest=inline_ingest)
+    async with Client(server, mode=mode) as client:
+        yield client
+
+
+def text_of(result: CallToolResult) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, TextContent))
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> CallToolResult:
+    return await client.call_tool(tool, arguments)
+
+
+async def ok(client: Client, tool: str, **arguments: Any) -> Any:
+    """The structured result of a call that must succeed."""
+    result = await call(client, tool, **arguments)
+    assert not result.is_error, text_of(result)
+    return result.structured_content
+
+
+async def tell(client: Client, user: str, session: str, *lines: str) -> None:
+    for i, line in enumerate(lines):
+        role = "user" if i % 2 == 0 else "assistant"
+        await ok(client, "remember", user_id=user, session_id=session, role=role, content=line)
+
+
+async def test_tools_and_their_hints(embedded_settings: Settings) -> None:
+    async with connect(embedded_settings) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) == TOOLS
+    assert tools["forget_user"].annotations and tools["forget_user"].annotations.destructive_hint
+    assert tools["facts"].annotations and tools["facts"].annotations.read_only_hint
+    schema = tools["remember"].input_schema
+    assert set(schema["required"]) == {"user_id", "session_id", "role", "content"}
+    # The SDK's Context must never leak into the schema as a tool argument.
+    assert "ctx" not in schema["properties"]
+    assert "ctx" not in tools["recall_context"].input_schema["properties"]
+
+
+async def test_remember_then_recall_shows_the_changed_fact(any_settings: Settings) -> None:
+    user, session = new_id("u"), new_id("s")
+    # With a Redis server a worker would ingest; here the server drains before reads.
+    async with connect(any_settings, inline_ingest=True) as client:
+        await tell(
+            client,
+            user,
+            session,
+            "我想买一台轻薄笔记本，我预算不超过五千。",
+            "好的，五千以内。",
+            "其实我可以到八千，性能也想好一点。",
+        )
+        result = await call(
+            client, "recall_context", user_id=user, session_id=new_id("s"), query="我预算多少？"
+        )
+        assert not result.is_error
+        text = text_of(result)
+        facts = await ok(client, "facts", user_id=user)
+    assert "8000" in text and "我预算多少？" in text
+    budget = {f["key"]: f for f in facts["facts"]}["budget_limit"]
+    assert budget["value"] == {"amount": 8000, "currency": "CNY"}
+    assert budget["source"] == "user_stated" and budget["user_id"] == user
+
+
+async def test_remember_returns_the_scoped_id_and_is_idempotent(
+    embedded_settings: Settings,
+) -> None:
+    user, session = new_id("u"), new_id("s")
+    async with connect(embedded_settings) as client:
+        args = {"user_id": user, "session_id": session, "role": "user", "content": "hi"}
+        first = await ok(client, "remember", **args, msg_id="turn-1")
+        second = await ok(client, "remember", **args, msg_id="turn-1")
+        context = text_of(
+            await call(client, "recall_context", user_id=user, session_id=session, query="hello")
+        )
+    assert first == second == {"msg_id": f"{session}:turn-1"}
+    assert context.count("hi") == 1
+
+
+async def test_errors_reach_the_model_by_name_and_write_nothing(
+    embedded_settings: Settings,
+) -> None:
+    alice, bob, session = new_id("alice"), new_id("bob"), new_id("s")
+    async with connect(embedded_settings) as client:
+        bad = await call(
+            client, "remember", user_id="bad id", session_id=session, role="user", content="x"
+        )
+        assert bad.is_error and "InvalidId" in text_of(bad) and "user_id" in text_of(bad)
+        empty = await call(
+            client, "remember", user_id=alice, session_id=session, role="user", content=" "
+        )
+        assert empty.is_error and "InvalidContent" in text_of(empty)
+        # Nothing was written, so bob may still take the session.
+        await tell(client, bob, session, "mine now")
+        stolen = await call(
+            client, "remember", user_id=alice, session_id=session, role="user", content="x"
+        )
+        assert stolen.is_error and "SessionOwnershipError" in text_of(stolen)
+        peek = await call(client, "recall_context", user_id=alice, session_id=session, query="q")
+        assert peek.is_error and "SessionOwnershipError" in text_of(peek)
+        missing = await call(client, "remember", user_id=alice, session_id=session)
+        assert missing.is_error and "content" in text_of(missing)
+
+
+async def test_users_are_isolated_and_forget_user_erases(service_settings: Settings) -> None:
+    alice, bob = new_id("alice"), new_id("bob")
+    async with connect(service_settings, inline_ingest=True) as client:
+        await tell(client, alice, new_id("s"), "我预算不超过五千。", "好的。")
+        await tell(client, bob, new_id("s"), "I live in Lisbon and I like jazz.")
+        bob_text = text_of(
+            await call(
+                client, "recall_context", user_id=bob, session_id=new_id("s"), query="我预算多少？"
+            )
+        )
+        assert "五千" not in bob_text and "5000" not in bob_text
+        bob_facts = (await ok(client, "facts", user_id=bob))["facts"]
+        assert bob_facts and {f["user_id"] for f in bob_facts} == {bob}
+
+        deleted = (await ok(client, "forget_user", user_id=alice))["deleted"]
+        assert deleted["messages"] == 2 and deleted["facts"] == 1
+        assert (await ok(client, "facts", user_id=alice))["facts"] == []
+        alice_text = text_of(
+            await call(
+                client, "recall_context", user_id=alice, session_id=new_id("s"), query="预算"
+            )
+        )
+        assert "五千" not in alice_text
+        assert (await ok(client, "facts", user_id=bob))["facts"] == bob_facts
+
+
+async def test_with_a_redis_server_reads_leave_ingest_to_the_worker(
+    service_settings: Settings,
+) -> None:
+    user = new_id("u")
+    async with connect(service_settings) as client:
+        await tell(client, user, new_id("s"), "我预算不超过五千。")
+        assert (await ok(client, "facts", user_id=user))["facts"] == []
+    redis = Redis.from_url(service_settings.redis_url or "")
+    try:
+        stream = Keys(service_settings.key_prefix).ingest_stream()
+        assert await redis.xlen(stream) == 1  # the job waits for `memstack worker`
+        await redis.delete(stream)
+    finally:
+        await redis.aclose()
+
+
+async def test_knowledge_search(embedded_settings: Settings) -> None:
+    from memstack.knowledge_base import Document
+
+    # The embedded knowledge base allows one process-local client at a time: fill it first.
+    async with await AsyncMemory.open(embedded_settings) as mem:
+        await mem.kb_add(
+            Document("# Returns\n\nLaptops can be returned within 30 days.", doc_id="returns"),
+            Document("# Warranty\n\nEvery laptop has a two-year warranty.", doc_id="warranty"),
+        )
+    async with connect(embedded_settings) as client:
+        found = await ok(
+            client, "knowledge_search", query="Laptops can be returned within 30 days", top_k=2
+        )
+        elsewhere = await ok(client, "knowledge_search", query="returned", namespace="other")
+        blank = await call(client, "knowledge_search", query=" ")
+    assert found["hits"][0]["doc_id"] == "returns" and "30 days" in found["hits"][0]["text"]
+    assert elsewhere == {"hits": []}
+    assert blank.is_error and "ValidationError" in text_of(blank)
+
+
+async def test_legacy_json_rpc_transport(embedded_settings: Settings) -> None:
+    # The initialize handshake and JSON framing that pre-2026 clients speak.
+    user = new_id("u")
+    async with connect(embedded_settings, mode="legacy") as client:
+        await tell(client, user, "s1", "I live in Lisbon.")
+        facts = await ok(client, "facts", user_id=user)
+    assert {f["key"]: f["value"] for f in facts["facts"]}.get("city") == "Lisbon"
+
+
+@pytest.mark.slow
+async def test_memstack_mcp_over_stdio(tmp_path: Path) -> None:
+    memstack = Path(sys.executable).parent / "memstack"
+    params = StdioServerParameters(
+        command=str(memstack),
+        args=["mcp"],
+        env={"MEMSTACK_HOME": str(tmp_path / "home"), "MEMSTACK_EMBEDDER": "hashing"},
+        cwd=tmp_path,
+    )
+    user = new_id("u")
+    async with Client(params) as client:
+        assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+        await tell(client, user, "s1", "我预算不超过五千。", "好的。", "其实我可以到八千。")
+        text = text_of(
+            await call(client, "recall_context", user_id=user, session_id="s2", query="预算多少？")
+        )
+    assert "8000" in text
