@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from alembic import command
@@ -11,13 +13,29 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import InterfaceError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from memstack.errors import ConfigError, SchemaMismatch, StoreUnavailable
+from memstack.errors import ConfigError, MemstackError, SchemaMismatch, StoreError, StoreUnavailable
 from memstack.settings import Settings
 
 MIGRATIONS = Path(__file__).with_name("migrations")
+
+
+@asynccontextmanager
+async def guarded(what: str) -> AsyncIterator[None]:
+    """Turn SQLAlchemy errors into ours: a lost or refused connection is
+    :class:`StoreUnavailable` (the worker then keeps the job pending), anything else
+    :class:`StoreError`."""
+    try:
+        yield
+    except MemstackError:
+        raise
+    except (OperationalError, InterfaceError, PoolTimeout, OSError) as exc:
+        raise StoreUnavailable(f"database unavailable ({what}): {exc}") from exc
+    except SQLAlchemyError as exc:
+        raise StoreError(f"database error ({what}): {exc}") from exc
 
 
 def sync_url(settings: Settings) -> str:

@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from memstack import facts as fact_store
 from memstack import ledger
 from memstack.chunking import exchange_units, split_semantic
+from memstack.db import guarded
 from memstack.embedders import Embedder
 from memstack.errors import SessionOwnershipError, ValidationError
 from memstack.extraction.base import Extractor, Fact
@@ -85,6 +86,10 @@ class Ingestor:
     extractor: Extractor
 
     async def process(self, messages: Sequence[LedgerMessage]) -> BatchReport:
+        async with guarded("ingest"):
+            return await self._process(messages)
+
+    async def _process(self, messages: Sequence[LedgerMessage]) -> BatchReport:
         report = BatchReport(messages=len(messages))
         async with self.sessions.begin() as s:
             await self._check_owners(s, messages)

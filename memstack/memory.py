@@ -16,7 +16,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import delete, select
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
 from memstack import db, ledger, maintenance
@@ -191,9 +190,10 @@ class AsyncMemory:
         """
         at = from_ms(to_ms(now))
         report = MaintenanceReport(dry_run=dry_run)
-        report.facts_archived = await maintenance.archive_facts(
-            self.sessions, self.settings, now=at, dry_run=dry_run
-        )
+        async with db.guarded("archive facts"):
+            report.facts_archived = await maintenance.archive_facts(
+                self.sessions, self.settings, now=at, dry_run=dry_run
+            )
         report.inactive_users, report.vectors_pruned = await maintenance.prune_vectors(
             self.sessions, await self.memory_vectors(), self.settings, now=at, dry_run=dry_run
         )
@@ -212,24 +212,26 @@ class AsyncMemory:
         self._memory_vectors = None
         self._worker = None
         worker = await self.worker()
-        return await maintenance.reindex(worker.ingestor, progress=progress)
+        async with db.guarded("reindex"):
+            return await maintenance.reindex(worker.ingestor, progress=progress)
 
     # --- facts -----------------------------------------------------------------------
     async def facts(self, user_id: str) -> list[StoredFact]:
         """The user's current facts (``valid_until IS NULL``), most confident first."""
         validate_id("user_id", user_id)
-        async with self.sessions() as s:
+        async with db.guarded("facts"), self.sessions() as s:
             return await fact_store.current_facts(s, user_id)
 
     async def fact_history(self, user_id: str, key: str | None = None) -> list[StoredFact]:
         """Every value a fact ever had, current and superseded, oldest first."""
         validate_id("user_id", user_id)
-        async with self.sessions() as s:
+        async with db.guarded("fact history"), self.sessions() as s:
             return await fact_store.fact_history(s, user_id, key)
 
     async def summaries(self, user_id: str, session_id: str | None = None) -> list[dict[str, Any]]:
         validate_id("user_id", user_id)
-        return await summaries_of(self.sessions, user_id, session_id)
+        async with db.guarded("summaries"):
+            return await summaries_of(self.sessions, user_id, session_id)
 
     async def forget_user(self, user_id: str) -> dict[str, int]:
         """Erase everything memstack holds about ``user_id`` in every layer.
@@ -238,7 +240,7 @@ class AsyncMemory:
         """
         validate_id("user_id", user_id)
         dropped_jobs = await self.queue.drop_user_jobs(user_id)
-        async with self.sessions.begin() as s:
+        async with db.guarded("forget user"), self.sessions.begin() as s:
             session_ids = await ledger.sessions_of(s, user_id)
             facts_deleted = await fact_store.delete_user(s, user_id)
             for table in (SummaryRow, ToolResultRow):
@@ -326,15 +328,12 @@ class AsyncMemory:
     async def get_tool_result(self, user_id: str, ref: str) -> str:
         """The full content behind a ``$ref`` left in the state hash."""
         validate_id("user_id", user_id)
-        try:
-            async with self.sessions() as s:
-                row = await s.scalar(
-                    select(ToolResultRow).where(
-                        ToolResultRow.id == ref, ToolResultRow.user_id == user_id
-                    )
+        async with db.guarded("tool result"), self.sessions() as s:
+            row = await s.scalar(
+                select(ToolResultRow).where(
+                    ToolResultRow.id == ref, ToolResultRow.user_id == user_id
                 )
-        except SQLAlchemyError as exc:
-            raise StoreUnavailable(f"database: {exc}") from exc
+            )
         if row is None:
             raise NotFound(f"no tool result {ref!r} for this user")
         return row.content
@@ -343,21 +342,18 @@ class AsyncMemory:
         self, user_id: str, session_id: str, field: str, content: str, size: int
     ) -> str:
         ref = uuid.uuid4().hex
-        try:
-            async with self.sessions.begin() as s:
-                s.add(
-                    ToolResultRow(
-                        id=ref,
-                        user_id=user_id,
-                        session_id=session_id,
-                        field=field,
-                        content=content,
-                        size_bytes=size,
-                        created_at=datetime.now(UTC),
-                    )
+        async with db.guarded("tool result"), self.sessions.begin() as s:
+            s.add(
+                ToolResultRow(
+                    id=ref,
+                    user_id=user_id,
+                    session_id=session_id,
+                    field=field,
+                    content=content,
+                    size_bytes=size,
+                    created_at=datetime.now(UTC),
                 )
-        except SQLAlchemyError as exc:
-            raise StoreUnavailable(f"database: {exc}") from exc
+            )
         return ref
 
     async def _check_owner(self, user_id: str, session_id: str) -> None:

@@ -18,6 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memstack import ledger
+from memstack.db import guarded
 from memstack.embedders import Embedder
 from memstack.errors import StoreUnavailable
 from memstack.models import MessageRow, SummaryRow
@@ -57,7 +58,9 @@ class Summarizer:
             return SummaryOutcome(done=False, created=False)
         if window_len <= self.settings.summary_trigger_messages:
             return SummaryOutcome(done=True, created=False)
-        return SummaryOutcome(done=True, created=await self.summarize(user_id, session_id))
+        async with guarded("summary"):
+            created = await self.summarize(user_id, session_id)
+        return SummaryOutcome(done=True, created=created)
 
     async def summarize(self, user_id: str, session_id: str) -> bool:
         """Summarise the session's last window of raw messages; False if already done."""

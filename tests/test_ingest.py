@@ -518,3 +518,31 @@ async def test_schema_refuses_two_current_rows(mem: AsyncMemory) -> None:
             s.add(FactRow(msg_id="b", **row))
     async with mem.sessions.begin() as s:  # a superseded (closed) row is fine
         s.add(FactRow(msg_id="c", valid_until=T0, **row))
+
+
+async def test_database_outage_keeps_jobs_pending(service_settings: Settings) -> None:
+    from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
+
+    from memstack.errors import StoreUnavailable
+
+    mem = await AsyncMemory.open(service_settings.model_copy(update={"ingest_max_deliveries": 1}))
+    dead = create_async_engine("postgresql+psycopg://postgres@127.0.0.1:1/none")
+    try:
+        u, s = new_id("u"), new_id("s")
+        await mem.remember(u, s, "user", "我预算不超过五千", ts=T0)
+        worker = await mem.worker()
+        alive = worker.ingestor.sessions
+        worker.ingestor.sessions = async_sessionmaker(dead)
+        for _ in range(4):
+            with pytest.raises(StoreUnavailable, match="database unavailable"):
+                await mem.drain()
+        assert await mem.dead_letters() == []
+        worker.ingestor.sessions = alive
+        assert (await mem.drain()).processed == 1
+        assert [f.key for f in await mem.facts(u)] == ["budget_limit"]
+        mem.sessions = async_sessionmaker(dead)
+        with pytest.raises(StoreUnavailable):
+            await mem.facts(u)
+    finally:
+        await dead.dispose()
+        await mem.close()
