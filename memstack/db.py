@@ -32,10 +32,16 @@ async def guarded(what: str) -> AsyncIterator[None]:
         yield
     except MemstackError:
         raise
+    # Only the class name goes into the message: a driver's text can carry connection
+    # parameters, and messages reach API clients. The chained exception keeps it for logs.
     except (OperationalError, InterfaceError, PoolTimeout, OSError) as exc:
-        raise StoreUnavailable(f"database unavailable ({what}): {exc}") from exc
+        raise StoreUnavailable(f"database unavailable ({what}): {_cause(exc)}") from exc
     except SQLAlchemyError as exc:
-        raise StoreError(f"database error ({what}): {exc}") from exc
+        raise StoreError(f"database error ({what}): {_cause(exc)}") from exc
+
+
+def _cause(exc: BaseException) -> str:
+    return type(getattr(exc, "orig", None) or exc).__name__
 
 
 def sync_url(settings: Settings) -> str:

@@ -294,11 +294,13 @@ async def test_database_down_is_503(service_api: tuple[httpx.AsyncClient, AsyncM
         assert down.status_code == 503
         assert down.json()["stores"]["database"]["ok"] is False
         assert down.json()["stores"]["redis"]["ok"] is True
-        # The fact store lets the driver's error through; the API still answers 503,
-        # without the driver's text (it can carry connection parameters).
+        # 503, without the driver's text (it can carry connection parameters).
         r = await client.get(f"/v1/users/{new_id('u')}/facts")
         assert r.status_code == 503
-        assert r.json() == {"error": "StoreUnavailable", "detail": "a backing store is unreachable"}
+        assert r.json() == {
+            "error": "StoreUnavailable",
+            "detail": "database unavailable (facts): OperationalError",
+        }
     finally:
         mem.engine, mem.sessions = live_engine, live_sessions
         await dead.dispose()
