@@ -625,7 +625,12 @@ class Recall:
                     row.created_at,
                     row.prev_id,
                 )
-                lengths[m] = len(lexical_terms(row.content))
+                # Only short messages can fall under the discount; skip segmenting the rest.
+                lengths[m] = (
+                    len(lexical_terms(row.content))
+                    if len(row.content) < 20 * MIN_CONTENT_TERMS
+                    else MIN_CONTENT_TERMS
+                )
         ranked = fuse(candidates, settings=s, now_s=now_s, lengths=lengths)
         current_values = {f.key: f.value for f in g.facts}
         eligible: list[Candidate] = []
