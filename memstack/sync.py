@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
+from memstack.facts import StoredFact
 from memstack.knowledge_base import (
     DEFAULT_NAMESPACE,
     AddResult,
@@ -18,9 +19,12 @@ from memstack.knowledge_base import (
     Source,
 )
 from memstack.knowledge_cache import KnowledgeTurn
+from memstack.maintenance import MaintenanceReport, ReindexReport
 from memstack.memory import AsyncMemory, Timestamp
+from memstack.queue import DeadLetter
 from memstack.recall import ContextResult
 from memstack.settings import Settings
+from memstack.worker import WorkerReport
 from memstack.working_memory import SessionState, WindowMessage
 
 T = TypeVar("T")
@@ -138,3 +142,27 @@ class Memory:
                 system=system,
             )
         )
+
+    def drain(self, *, now: Timestamp | None = None, summarize: bool = True) -> WorkerReport:
+        return self._run(self.aio.drain(now=now, summarize=summarize))
+
+    def facts(self, user_id: str) -> list[StoredFact]:
+        return self._run(self.aio.facts(user_id))
+
+    def fact_history(self, user_id: str, key: str | None = None) -> list[StoredFact]:
+        return self._run(self.aio.fact_history(user_id, key))
+
+    def summaries(self, user_id: str, session_id: str | None = None) -> list[dict[str, Any]]:
+        return self._run(self.aio.summaries(user_id, session_id))
+
+    def forget_user(self, user_id: str) -> dict[str, int]:
+        return self._run(self.aio.forget_user(user_id))
+
+    def dead_letters(self, count: int = 100) -> list[DeadLetter]:
+        return self._run(self.aio.dead_letters(count))
+
+    def maintain(self, *, dry_run: bool = True, now: Timestamp | None = None) -> MaintenanceReport:
+        return self._run(self.aio.maintain(dry_run=dry_run, now=now))
+
+    def reindex(self, progress: Callable[[int, int], None] | None = None) -> ReindexReport:
+        return self._run(self.aio.reindex(progress))
