@@ -446,3 +446,17 @@ async def test_vector_store_down_degrades_semantic_only(
     assert "vector" in result.degraded
     assert result.kept("facts")
     assert result.kept("semantic")  # the lexical channel still finds the turns
+
+
+async def test_domain_knowledge_sits_between_facts_and_history(mem: AsyncMemory) -> None:
+    user, session = new_id("u"), new_id("s")
+    await tell(mem, user, new_id("s"), SCRIPT_ZH, NOW - 4 * DAY)
+    without = await mem.context(user, session, "轻薄笔记本的退货政策是什么？", now=NOW)
+    assert "## 领域知识" not in without.text  # no knowledge base: no search, no section
+    await mem.kb_add("轻薄笔记本退货政策：签收后七天内可无理由退货，需保持包装完整。")
+    # The hashing embedder of the tests scores by shared characters: ask in the KB's words.
+    result = await mem.context(user, session, "轻薄笔记本退货政策：签收后几天内可以退货？", now=NOW)
+    text = result.text
+    assert "七天内可无理由退货" in text
+    assert text.index("## 已知用户信息") < text.index("## 领域知识") < text.index("## 相关历史片段")
+    assert result.kept("knowledge")
