@@ -45,7 +45,6 @@ from memstack.assembly import (
     assemble,
     labels_for,
     render_fact,
-    render_history,
     render_history_groups,
     render_turn,
     section_tokens,
@@ -272,7 +271,6 @@ class Candidate:
     recency: float = 0.0
     score: float = 0.0
     text: str = ""
-    line: str = ""
     tokens: int = 0
     header: str = ""
     header_tokens: int = 0
@@ -643,11 +641,14 @@ class Recall:
                 if c.content is not None
                 else c.chunk_text
             )
-            turns = [(c.role, c.text)] if c.content is not None else [("user", c.text)]
             age = now_s - (c.created_at if c.created_at is not None else now_s)
-            c.line = render_history(age, turns, labels)
             c.header = age_header(age, labels)
-            c.body = "\n  ".join(render_turn(role, text, labels) for role, text in turns)
+            # Without its ledger row, the unit's chunk text already reads "role: content".
+            c.body = (
+                render_turn(c.role, c.text, labels)
+                if c.content is not None
+                else c.text.replace("\n", "\n  ")
+            )
             c.header_tokens = count_tokens(c.header)
             c.body_tokens = count_tokens(c.body)
             c.tokens = c.header_tokens + c.body_tokens

@@ -460,3 +460,16 @@ async def test_domain_knowledge_sits_between_facts_and_history(mem: AsyncMemory)
     assert "七天内可无理由退货" in text
     assert text.index("## 已知用户信息") < text.index("## 领域知识") < text.index("## 相关历史片段")
     assert result.kept("knowledge")
+
+
+def test_sync_memory_context(embedded_settings: Settings) -> None:
+    from memstack.sync import Memory
+
+    with Memory(embedded_settings) as mem:
+        user = new_id("u")
+        for day, role, text in SCRIPT_EN:
+            mem.remember(user, "sync-s1", role, text, ts=NOW - (4 - day) * DAY)
+        mem.drain(summarize=False)
+        result = mem.context(user, "sync-s2", "What is my budget?", now=NOW, locale="en")
+    assert "8,000" in result.text or "8000" in result.text
+    assert "5,000" not in result.text
