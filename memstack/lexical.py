@@ -56,10 +56,18 @@ QUERY_STOPWORDS = frozenset(
     记得 记不记得 说过 提到 提过 聊过 聊 讨论 讨论过 问过 告诉 上次 之前 以前 那个 这个
     多少 哪个 哪些 是否 有没有 还 还有 吗 呢 一下 一些 请问""".split()
 )
-_TEMPORAL = re.compile(
+# Time in a question points two ways. "When did…", "how long ago", "the first…" ask for
+# a date: the answer is as likely old as new, so recency must not rank it. "Latest",
+# "currently", "最近" ask for the newest state: recency is exactly right.
+_ASKS_DATE = re.compile(
     r"\bwhen\b|\bwhat (?:date|day|time|year|month)\b|\bhow long\b|\bhow many (?:days|weeks|"
-    r"months|years)\b|\bago\b|\bfirst\b|\blast\b|\bbefore\b|\bafter\b|\bearliest\b|\blatest\b"
-    r"|什么时候|哪天|哪一天|几号|几月|哪年|多久|多长时间|第一次|最早|最近|最后一次|之前|之后",
+    r"months|years)\b|\bago\b|\bfirst\b|\bearliest\b|\bbefore\b|\bafter\b"
+    r"|什么时候|哪天|哪一天|几号|几月|哪年|多久|多长时间|第一次|最早|之前|之后",
+    re.IGNORECASE,
+)
+_ASKS_LATEST = re.compile(
+    r"\blatest\b|\bmost recent(?:ly)?\b|\bcurrent(?:ly)?\b|\bnow\b|\bthese days\b"
+    r"|最近|最新|目前|现在|最后一次",
     re.IGNORECASE,
 )
 # A capitalised word inside a sentence, an acronym, or a run of them ("Lake Michigan").
@@ -77,6 +85,8 @@ class Rewrite:
     weights: Mapping[str, float]
     entities: tuple[str, ...] = ()
     temporal: bool = False
+    # "date": the question asks when something happened; "latest": the newest state.
+    time_intent: Literal["date", "latest"] | None = None
     source: Literal["rules", "llm"] = "rules"
 
     @property
@@ -123,7 +133,10 @@ def rewrite_query(query: str) -> Rewrite:
         terms=tuple(weights),
         weights=weights,
         entities=tuple(dict.fromkeys(entities)),
-        temporal=_TEMPORAL.search(query) is not None,
+        temporal=bool(_ASKS_DATE.search(query) or _ASKS_LATEST.search(query)),
+        time_intent=(
+            "latest" if _ASKS_LATEST.search(query) else "date" if _ASKS_DATE.search(query) else None
+        ),
     )
 
 
@@ -140,6 +153,7 @@ def merge_rewrite(base: Rewrite, keywords: Iterable[str], weight: float = 0.8) -
         weights=weights,
         entities=base.entities,
         temporal=base.temporal,
+        time_intent=base.time_intent,
         source="llm",
     )
 

@@ -293,6 +293,7 @@ def fuse(
     settings: Settings,
     now_s: float,
     lengths: Mapping[str, int],
+    time_intent: str | None = None,
 ) -> list[Candidate]:
     """Score candidates in place and return them best first (see the module docstring)."""
     for c in candidates.values():
@@ -305,6 +306,10 @@ def fuse(
         if c.prev_id is not None and c.prev_id in base:
             c.fused += ANSWER_PROPAGATION * base[c.prev_id]
     top = max((c.fused for c in candidates.values()), default=0.0) or 1.0
+    w_rel, w_rec = settings.weight_relevance, settings.weight_recency
+    if time_intent == "date":
+        # "When did I…?" is as likely about last year as last week: recency says nothing.
+        w_rel, w_rec = 1.0, 0.0
     for c in candidates.values():
         c.relevance = c.fused / top
         c.recency = (
@@ -312,7 +317,7 @@ def fuse(
             if c.created_at is not None
             else 0.0
         )
-        c.score = settings.weight_relevance * c.relevance + settings.weight_recency * c.recency
+        c.score = w_rel * c.relevance + w_rec * c.recency
     return sorted(candidates.values(), key=lambda c: (-c.score, c.msg_id))
 
 
@@ -629,7 +634,9 @@ class Recall:
                     if len(row.content) < 20 * MIN_CONTENT_TERMS
                     else MIN_CONTENT_TERMS
                 )
-        ranked = fuse(candidates, settings=s, now_s=now_s, lengths=lengths)
+        ranked = fuse(
+            candidates, settings=s, now_s=now_s, lengths=lengths, time_intent=rewrite.time_intent
+        )
         current_values = {f.key: f.value for f in g.facts}
         eligible: list[Candidate] = []
         seen_grams: list[set[str]] = []

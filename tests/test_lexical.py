@@ -152,3 +152,18 @@ async def test_llm_rewrite_adds_keywords_and_failures_fall_back(chat_server: str
         base_url="http://127.0.0.1:1/v1", model="m", api_key=None, timeout_s=1
     )
     assert await down.keywords("anything") is None
+
+
+@pytest.mark.parametrize(
+    ("query", "intent"),
+    [
+        ("When did Caroline go to the support group?", "date"),
+        ("How many days ago did I buy the car?", "date"),
+        ("什么时候买的笔记本？", "date"),
+        ("What is my latest budget?", "latest"),
+        ("我最近在读什么书？", "latest"),
+        ("What books has Tim read?", None),
+    ],
+)
+def test_time_intent(query: str, intent: str | None) -> None:
+    assert lexical.rewrite_query(query).time_intent == intent

@@ -473,3 +473,19 @@ def test_sync_memory_context(embedded_settings: Settings) -> None:
         result = mem.context(user, "sync-s2", "What is my budget?", now=NOW, locale="en")
     assert "8,000" in result.text or "8000" in result.text
     assert "5,000" not in result.text
+
+
+def test_a_when_question_ignores_recency(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    old = (NOW - 300 * DAY).timestamp()
+
+    def ranked(intent: str | None) -> list[str]:
+        cands = {
+            "old": Candidate("old", ranks={"vector": 1}, created_at=old),
+            "new": Candidate("new", ranks={"vector": 3}, created_at=NOW.timestamp()),
+        }
+        out = fuse(cands, settings=settings, now_s=NOW.timestamp(), lengths={}, time_intent=intent)
+        return [c.msg_id for c in out]
+
+    assert ranked(None) == ["new", "old"]  # 0.3·recency lifts the fresh, weaker match
+    assert ranked("date") == ["old", "new"]  # "when did…" ranks by relevance alone
