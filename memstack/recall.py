@@ -78,7 +78,6 @@ MIN_CONTENT_TERMS = 6
 # Candidates per channel never fall below this, whatever vector_top_k says: the budget,
 # not the pool, should decide what is kept.
 MIN_POOL = 20
-SEMANTIC_LAYERS = ("facts", "knowledge", "semantic", "window")
 
 # Manifest reasons.
 KEPT = None
