@@ -320,6 +320,67 @@ def fuse(
     return sorted(candidates.values(), key=lambda c: (-c.score, c.msg_id))
 
 
+# --- packing (one layer into one cap; memstack.budget decides the caps) -------------------
+
+
+def pack_lines(title: str, lines: Sequence[str], cap: int) -> tuple[list[int], Fit]:
+    """Lines in their order (facts by confidence, knowledge by score), skipping misfits."""
+    used = count_tokens(title) if lines else 0
+    chosen: list[int] = []
+    if used <= cap:
+        for i, line in enumerate(lines):
+            t = count_tokens(line)
+            if used + t <= cap:
+                chosen.append(i)
+                used += t
+    return chosen, Fit(used if chosen else 0, len(chosen) == len(lines))
+
+
+def pack_history(
+    title: str, eligible: Sequence[Candidate], cap: int, keep: int
+) -> tuple[list[Candidate], Fit]:
+    """Best first, skipping misfits; an age header is paid once per group of items."""
+    used = count_tokens(title) if eligible else 0
+    chosen: list[Candidate] = []
+    headers: set[str] = set()
+    if used <= cap:
+        for c in eligible:
+            if len(chosen) >= keep:
+                break
+            cost = c.body_tokens + (0 if c.header in headers else c.header_tokens)
+            if used + cost <= cap:
+                chosen.append(c)
+                headers.add(c.header)
+                used += cost
+    complete = len(chosen) == min(len(eligible), keep)
+    return chosen, Fit(used if chosen else 0, complete)
+
+
+def pack_window(
+    labels: Labels, turns: Sequence[Turn], cap: int
+) -> tuple[list[tuple[int, str]], Fit]:
+    """The newest turns that fit, kept contiguous: a gap in the middle of the recent
+    dialogue would make it read wrong. If not even the latest turn fits, its beginning."""
+    heads = [f"{labels.roles.get(t.role, t.role)}{labels.colon}" for t in turns]
+    used = count_tokens(labels.recent) if turns else 0
+    chosen: list[tuple[int, str]] = []
+    if turns and used < cap:
+        for i in range(len(turns) - 1, -1, -1):
+            t = count_tokens(heads[i] + turns[i].content.strip())
+            if used + t <= cap:
+                chosen.append((i, turns[i].content))
+                used += t
+                continue
+            if not chosen:
+                cut = truncate_tokens(turns[i].content.strip(), cap - used - count_tokens(heads[i]))
+                if cut:
+                    chosen.append((i, cut))
+                    used += count_tokens(heads[i] + cut)
+            break
+    whole = len(chosen) == len(turns) and all(text == turns[i].content for i, text in chosen)
+    return sorted(chosen), Fit(used if chosen else 0, whole)
+
+
 # --- the read path ---------------------------------------------------------------------------
 
 KnowledgeProvider = Callable[[str, str, str, str], Awaitable[Any]]
@@ -697,75 +758,12 @@ class Recall:
 
         packs: dict[str, Any] = {}
 
-        def pack_lines(name: str, title: str, lines: Sequence[str]) -> Callable[[int], Fit]:
-            def packer(cap: int) -> Fit:
-                chosen: list[int] = []
-                used = count_tokens(title) if lines else 0
-                if used > cap:
-                    packs[name] = []
-                    return Fit(0, not lines)
-                for i, line in enumerate(lines):
-                    t = count_tokens(line)
-                    if used + t <= cap:
-                        chosen.append(i)
-                        used += t
-                packs[name] = chosen
-                return Fit(used if chosen else 0, len(chosen) == len(lines))
+        def packer(name: str, pack: Callable[[int], tuple[Any, Fit]]) -> Callable[[int], Fit]:
+            def run(cap: int) -> Fit:
+                packs[name], fit = pack(cap)
+                return fit
 
-            return packer
-
-        def pack_semantic(cap: int) -> Fit:
-            chosen: list[Candidate] = []
-            used = count_tokens(labels.history) if eligible else 0
-            if used > cap:
-                packs["semantic"] = []
-                return Fit(0, not eligible)
-            headers: set[str] = set()
-            for c in eligible:
-                if len(chosen) >= s.vector_keep:
-                    break
-                # An age already on the page costs nothing more (one header per group).
-                cost = c.body_tokens + (0 if c.header in headers else c.header_tokens)
-                if used + cost <= cap:
-                    chosen.append(c)
-                    headers.add(c.header)
-                    used += cost
-            packs["semantic"] = chosen
-            complete = len(chosen) == min(len(eligible), s.vector_keep)
-            return Fit(used if chosen else 0, complete)
-
-        def pack_window(cap: int) -> Fit:
-            lines = [
-                f"{labels.roles.get(t.role, t.role)}{labels.colon}{t.content.strip()}"
-                for t in window_turns
-            ]
-            used = count_tokens(labels.recent) if lines else 0
-            chosen: list[tuple[int, str]] = []
-            if lines and used < cap:
-                # Newest first: the end of the conversation matters most for coherence.
-                for i in range(len(lines) - 1, -1, -1):
-                    t = count_tokens(lines[i])
-                    if used + t <= cap:
-                        chosen.append((i, window_turns[i].content))
-                        used += t
-                    elif not chosen:
-                        # Not even the latest message fits whole: keep its beginning.
-                        role = window_turns[i].role
-                        head = f"{labels.roles.get(role, role)}{labels.colon}"
-                        cut = truncate_tokens(
-                            window_turns[i].content.strip(), cap - used - count_tokens(head)
-                        )
-                        if cut:
-                            chosen.append((i, cut))
-                            used += count_tokens(head + cut)
-                        break
-                    else:
-                        break
-            packs["window"] = sorted(chosen)
-            return Fit(
-                used if chosen else 0,
-                len(chosen) == len(lines) and all(c == window_turns[i].content for i, c in chosen),
-            )
+            return run
 
         allocation = allocate(
             total,
@@ -777,10 +775,17 @@ class Recall:
                 "window": s.share_window,
             },
             packers={
-                "facts": pack_lines("facts", labels.facts, [line for _, line in fact_lines]),
-                "knowledge": pack_lines("knowledge", labels.knowledge, knowledge_lines),
-                "semantic": pack_semantic,
-                "window": pack_window,
+                "facts": packer(
+                    "facts", lambda cap: pack_lines(labels.facts, [ln for _, ln in fact_lines], cap)
+                ),
+                "knowledge": packer(
+                    "knowledge", lambda cap: pack_lines(labels.knowledge, knowledge_lines, cap)
+                ),
+                "semantic": packer(
+                    "semantic",
+                    lambda cap: pack_history(labels.history, eligible, cap, s.vector_keep),
+                ),
+                "window": packer("window", lambda cap: pack_window(labels, window_turns, cap)),
             },
         )
 

@@ -489,3 +489,33 @@ def test_a_when_question_ignores_recency(tmp_path: Path) -> None:
 
     assert ranked(None) == ["new", "old"]  # 0.3·recency lifts the fresh, weaker match
     assert ranked("date") == ["old", "new"]  # "when did…" ranks by relevance alone
+
+
+def test_window_packing_keeps_the_newest_contiguous_turns_and_cuts_a_huge_one() -> None:
+    from memstack.assembly import EN, Turn
+    from memstack.recall import pack_window
+
+    turns = [Turn("user", "first question " * 3), Turn("assistant", "short"), Turn("user", "last")]
+    chosen, fit = pack_window(EN, turns, 14)
+    assert [i for i, _ in chosen] == [1, 2] and not fit.complete and fit.used <= 14
+    huge = [Turn("user", "word " * 500)]
+    chosen, fit = pack_window(EN, huge, 40)
+    assert len(chosen) == 1 and chosen[0][1].endswith("…") and fit.used <= 40
+
+
+def test_history_packing_pays_an_age_header_once(tmp_path: Path) -> None:
+    from memstack.recall import pack_history
+
+    def cand(mid: str, header: str) -> Candidate:
+        c = Candidate(mid)
+        c.header, c.header_tokens, c.body_tokens = header, 6, 10
+        return c
+
+    same = [cand(str(i), "- [3 days ago]") for i in range(3)]
+    chosen, fit = pack_history("## H", same, 6 + 6 + 30, keep=10)
+    assert len(chosen) == 3 and fit.complete  # one header + three bodies
+    mixed = [cand(str(i), f"- [{i} days ago]") for i in range(3)]
+    chosen, _ = pack_history("## H", mixed, 6 + 6 + 30, keep=10)
+    assert len(chosen) == 2
+    chosen, _ = pack_history("## H", same, 1000, keep=2)
+    assert len(chosen) == 2
