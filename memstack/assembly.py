@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memstack.errors import ValidationError
-from memstack.tokens import count_tokens
+from memstack.tokens import count_tokens, line_tokens
 
 SECTION_ORDER = ("system", "facts", "knowledge", "history", "recent", "input")
 
@@ -242,7 +242,7 @@ def section_tokens(title: str | None, lines: Sequence[str]) -> int:
     """Tokens of a section holding ``lines``: 0 when empty (no title is printed then)."""
     if not lines:
         return 0
-    return (count_tokens(title) if title else 0) + sum(count_tokens(line) for line in lines)
+    return (line_tokens(title) if title else 0) + sum(line_tokens(line) for line in lines)
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,7 @@ from memstack.ids import validate_id
 from memstack.lexical import LexicalHit, Rewrite, rewrite_query
 from memstack.models import MessageRow
 from memstack.settings import Settings
-from memstack.tokens import count_tokens, lexical_terms
+from memstack.tokens import count_tokens, lexical_terms, line_tokens
 from memstack.vectorstores.base import VectorHit, VectorStore
 from memstack.working_memory import WindowMessage, WorkingMemory
 
@@ -325,11 +325,11 @@ def fuse(
 
 def pack_lines(title: str, lines: Sequence[str], cap: int) -> tuple[list[int], Fit]:
     """Lines in their order (facts by confidence, knowledge by score), skipping misfits."""
-    used = count_tokens(title) if lines else 0
+    used = line_tokens(title) if lines else 0
     chosen: list[int] = []
     if used <= cap:
         for i, line in enumerate(lines):
-            t = count_tokens(line)
+            t = line_tokens(line)
             if used + t <= cap:
                 chosen.append(i)
                 used += t
@@ -340,7 +340,7 @@ def pack_history(
     title: str, eligible: Sequence[Candidate], cap: int, keep: int
 ) -> tuple[list[Candidate], Fit]:
     """Best first, skipping misfits; an age header is paid once per group of items."""
-    used = count_tokens(title) if eligible else 0
+    used = line_tokens(title) if eligible else 0
     chosen: list[Candidate] = []
     headers: set[str] = set()
     if used <= cap:
@@ -362,20 +362,20 @@ def pack_window(
     """The newest turns that fit, kept contiguous: a gap in the middle of the recent
     dialogue would make it read wrong. If not even the latest turn fits, its beginning."""
     heads = [f"{labels.roles.get(t.role, t.role)}{labels.colon}" for t in turns]
-    used = count_tokens(labels.recent) if turns else 0
+    used = line_tokens(labels.recent) if turns else 0
     chosen: list[tuple[int, str]] = []
     if turns and used < cap:
         for i in range(len(turns) - 1, -1, -1):
-            t = count_tokens(heads[i] + turns[i].content.strip())
+            t = line_tokens(heads[i] + turns[i].content.strip())
             if used + t <= cap:
                 chosen.append((i, turns[i].content))
                 used += t
                 continue
             if not chosen:
-                cut = truncate_tokens(turns[i].content.strip(), cap - used - count_tokens(heads[i]))
+                cut = truncate_tokens(turns[i].content.strip(), cap - used - line_tokens(heads[i]))
                 if cut:
                     chosen.append((i, cut))
-                    used += count_tokens(heads[i] + cut)
+                    used += line_tokens(heads[i] + cut)
             break
     whole = len(chosen) == len(turns) and all(text == turns[i].content for i, text in chosen)
     return sorted(chosen), Fit(used if chosen else 0, whole)
@@ -438,7 +438,7 @@ class Recall:
     ) -> int:
         """Tokens of the system text and the current-input section for ``query``."""
         labels = labels_for(locale or self.settings.locale)
-        return count_tokens(system if system is not None else labels.system) + section_tokens(
+        return line_tokens(system if system is not None else labels.system) + section_tokens(
             labels.input, [query]
         )
 
@@ -576,7 +576,7 @@ class Recall:
         if not isinstance(total, int) or isinstance(total, bool) or total <= 0:
             raise ValidationError(f"budget_tokens must be a positive integer, got {total!r}")
         system_text = labels.system if system is None else system
-        reserved = count_tokens(system_text) + section_tokens(labels.input, [query])
+        reserved = line_tokens(system_text) + section_tokens(labels.input, [query])
         if reserved > total:
             raise ValidationError(
                 f"the system text and the query take {reserved} tokens, more than "
@@ -716,8 +716,9 @@ class Recall:
                 if c.content is not None
                 else c.text.replace("\n", "\n  ")
             )
-            c.header_tokens = count_tokens(c.header)
-            c.body_tokens = count_tokens(c.body)
+            c.header_tokens = line_tokens(c.header)
+            # Priced as it prints inside a group: indented under a shared age header.
+            c.body_tokens = line_tokens("  " + c.body)
             c.tokens = c.header_tokens + c.body_tokens
             ids = (c.msg_id,) if c.content is not None else (c.chunk_msg_ids or (c.msg_id,))
             reason: str | None = None
