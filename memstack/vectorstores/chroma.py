@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from memstack.errors import ConfigError, MemstackError, StoreError, StoreUnavailable
+from memstack.errors import ConfigError
 from memstack.vectorstores.base import MetaValue, VectorHit, VectorRecord
 from memstack.vectorstores.filters import (
     check_schema,
     check_top_k,
     check_vector,
     conditions,
+    in_thread,
     unique_records,
 )
 
@@ -90,15 +91,8 @@ class ChromaStore:
         return self._url or str(self._path)
 
     async def _run(self, fn: Callable[[], T], what: str) -> T:
-        try:
-            return await asyncio.to_thread(fn)
-        except MemstackError:
-            raise
-        except Exception as exc:
-            where = f"chroma {self.location} collection {self.collection_name!r}"
-            if _is_unreachable(exc):
-                raise StoreUnavailable(f"{where}: cannot {what}: {exc}") from exc
-            raise StoreError(f"{where}: {what} failed: {exc}") from exc
+        where = f"chroma {self.location} collection {self.collection_name!r}"
+        return await in_thread(fn, where=where, what=what, unreachable=_is_unreachable)
 
     def _connect(self) -> Any:
         import chromadb

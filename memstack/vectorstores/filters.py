@@ -1,11 +1,42 @@
-"""Argument checks shared by the vector stores, so both backends reject the same inputs."""
+"""What the vector stores share: argument checks, so both backends reject the same
+inputs, and the thread hop that turns a client's errors into ours."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
-from memstack.errors import SchemaMismatch, ValidationError
+from memstack.errors import (
+    MemstackError,
+    SchemaMismatch,
+    StoreError,
+    StoreUnavailable,
+    ValidationError,
+)
 from memstack.vectorstores.base import MetaValue, VectorRecord
+
+T = TypeVar("T")
+
+
+async def in_thread(
+    call: Callable[[], T],
+    *,
+    where: str,
+    what: str,
+    unreachable: Callable[[BaseException], bool],
+) -> T:
+    """Run a blocking client call off the loop: a connection failure becomes
+    :class:`StoreUnavailable`, any other failure :class:`StoreError`."""
+    try:
+        return await asyncio.to_thread(call)
+    except MemstackError:
+        raise
+    except Exception as exc:
+        if unreachable(exc):
+            raise StoreUnavailable(f"{where}: cannot {what}: {exc}") from exc
+        raise StoreError(f"{where}: {what} failed: {exc}") from exc
+
 
 _META_TYPES = (str, int, float, bool)
 

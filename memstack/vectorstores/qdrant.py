@@ -19,9 +19,6 @@ from typing import Any, TypeVar
 
 from memstack.errors import (
     ConfigError,
-    MemstackError,
-    StoreError,
-    StoreUnavailable,
     ValidationError,
 )
 from memstack.vectorstores.base import MetaValue, VectorHit, VectorRecord
@@ -30,6 +27,7 @@ from memstack.vectorstores.filters import (
     check_top_k,
     check_vector,
     conditions,
+    in_thread,
     unique_records,
 )
 
@@ -198,15 +196,8 @@ class QdrantStore:
         return await self._wrap(call, what)
 
     async def _wrap(self, call: Callable[[], T], what: str) -> T:
-        try:
-            return await asyncio.to_thread(call)
-        except MemstackError:
-            raise
-        except Exception as exc:
-            where = f"qdrant {self.location} collection {self.collection_name!r}"
-            if _is_unreachable(exc):
-                raise StoreUnavailable(f"{where}: cannot {what}: {exc}") from exc
-            raise StoreError(f"{where}: {what} failed: {exc}") from exc
+        where = f"qdrant {self.location} collection {self.collection_name!r}"
+        return await in_thread(call, where=where, what=what, unreachable=_is_unreachable)
 
     def _connect(self) -> _Client:
         if self._path is not None:
