@@ -37,9 +37,10 @@ from memstack.knowledge_base import (
 )
 from memstack.knowledge_cache import KnowledgeCache, KnowledgeTurn, kb_search
 from memstack.maintenance import MaintenanceReport
+from memstack.manifest import ContextResult
 from memstack.models import SummaryRow, ToolResultRow
 from memstack.queue import DeadLetter, IngestQueue
-from memstack.recall import ContextResult, Recall
+from memstack.recall import Recall
 from memstack.settings import Settings, load_settings
 from memstack.stores import create_redis
 from memstack.summary import build_summariser

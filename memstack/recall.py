@@ -6,15 +6,13 @@
    knowledge cache when a knowledge base is configured. A store that fails or times out
    leaves its layer empty and named in ``degraded``; the call still answers.
 2. An empty window of a known session is rebuilt from the ledger (Redis lost it).
-3. Candidates are messages. Their relevance fuses the channels by reciprocal rank; a
-   message also inherits half the score of the message it answers (the answer to "what
-   did you do at the picnic?" rarely says "picnic"); messages with almost no words are
-   discounted. ``score = w_rel·relevance + w_rec·recency``, recency halving every
-   ``recency_half_life_days`` before ``now``.
-4. Filters, each recorded in the manifest: in the window; below the distance threshold;
-   carrying a superseded fact value (§5.1); a near-duplicate (character-bigram Jaccard);
-   the same message as a better chunk.
-5. Per-layer token budgets (:mod:`memstack.budget`), then assembly (:mod:`memstack.assembly`).
+3. Candidates are scored (:mod:`memstack.ranking`).
+4. Filters, each recorded in the manifest (:mod:`memstack.manifest`): in the window;
+   below the distance threshold; carrying a superseded fact value (§5.1); a
+   near-duplicate (character-bigram Jaccard); the same message as a better chunk
+   (:mod:`memstack.snippets`).
+5. Per-layer token budgets (:mod:`memstack.budget`, :mod:`memstack.packing`), then
+   assembly (:mod:`memstack.assembly`).
 
 Every store query carries the user filter: the vector store refuses a search without
 ``scope``, SQL queries name ``user_id``, and the window drops other users' entries.
@@ -24,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,16 +46,32 @@ from memstack.assembly import (
     render_turn,
     section_tokens,
 )
-from memstack.budget import Allocation, Fit, allocate, truncate_tokens
-from memstack.chunking import split_semantic
+from memstack.budget import Fit, allocate
 from memstack.embedders import Embedder
 from memstack.errors import ConfigError, InvalidContent, SessionOwnershipError, ValidationError
-from memstack.extraction.vocabulary import NUMBER_PATTERN, VOCABULARY, parse_number
 from memstack.facts import StoredFact
 from memstack.ids import validate_id
 from memstack.lexical import LexicalHit, Rewrite, rewrite_query
+from memstack.manifest import (
+    BELOW_THRESHOLD,
+    BUDGET,
+    CURRENT_INPUT,
+    DUPLICATE,
+    IN_WINDOW,
+    KEPT,
+    LIMIT,
+    STALE,
+    ContextResult,
+    ManifestItem,
+    candidate_item,
+    hit_item,
+    make_item,
+)
 from memstack.models import MessageRow
+from memstack.packing import pack_history, pack_lines, pack_window
+from memstack.ranking import MIN_CONTENT_TERMS, Candidate, dense_rewrite, fuse
 from memstack.settings import Settings
+from memstack.snippets import char_bigrams, excerpt, jaccard, stale_key
 from memstack.tokens import count_tokens, lexical_terms, line_tokens
 from memstack.vectorstores.base import VectorHit, VectorStore
 from memstack.working_memory import WindowMessage, WorkingMemory
@@ -66,215 +79,14 @@ from memstack.working_memory import WindowMessage, WorkingMemory
 log = logging.getLogger("memstack.recall")
 T = TypeVar("T")
 
-# Fusion constants, chosen on the LoCoMo dev split as a whole (docs/benchmarks.md).
-# A small k lets a channel's top hit beat items that are only mediocre in every channel.
-RRF_K = 5
-CHANNEL_WEIGHTS = {"vector": 1.0, "vector_rewrite": 1.0, "lexical": 1.5}
-# Share of the score of the message a candidate answers (the one before it in its session).
-ANSWER_PROPAGATION = 0.5
-# Messages with fewer lexical terms than this are discounted in proportion: "ok, see you!"
-# is almost never what a question is about.
-MIN_CONTENT_TERMS = 6
 # Candidates per channel never fall below this, whatever vector_top_k says: the budget,
 # not the pool, should decide what is kept.
 MIN_POOL = 20
 
-# Manifest reasons.
-KEPT = None
-BUDGET = "budget"
-LIMIT = "limit"
-DUPLICATE = "duplicate"
-STALE = "stale_value"
-IN_WINDOW = "in_window"
-BELOW_THRESHOLD = "below_threshold"
-CURRENT_INPUT = "current_input"
 
-
-@dataclass(frozen=True)
-class ManifestItem:
-    """One item the read path considered, and what became of it."""
-
-    layer: str
-    key: str
-    msg_ids: tuple[str, ...]
-    preview: str
-    tokens: int
-    kept: bool
-    reason: str | None = None
-    score: float | None = None
-    relevance: float | None = None
-    recency: float | None = None
-    distance: float | None = None
-    ranks: Mapping[str, int] = field(default_factory=dict)
-    detail: str = ""
-
-
-@dataclass(frozen=True)
-class ContextResult:
-    text: str
-    messages: list[dict[str, str]]
-    sections: Mapping[str, Any]
-    manifest: list[ManifestItem]
-    degraded: dict[str, str]
-    allocation: Allocation
-    rewrite: Rewrite
-    window_rebuilt: bool
-    timings_ms: dict[str, float]
-    tokens: int
-
-    def kept(self, layer: str | None = None) -> list[ManifestItem]:
-        return [m for m in self.manifest if m.kept and (layer is None or m.layer == layer)]
-
-    def kept_msg_ids(self, layer: str | None = None) -> set[str]:
-        return {i for m in self.kept(layer) for i in m.msg_ids}
-
-
-# --- pure helpers ----------------------------------------------------------------------------
-
-
-def recency(age_s: float, half_life_days: float) -> float:
-    """Exponential decay: 1 now, 0.5 after one half-life; the future counts as now."""
-    return float(0.5 ** (max(age_s, 0.0) / (half_life_days * 86400.0)))
-
-
-def char_bigrams(text: str) -> set[str]:
-    # Bigrams, not single characters: two English sentences share most of the alphabet,
-    # so a character-set Jaccard would call nearly everything a duplicate.
-    norm = re.sub(r"\s+", " ", text.casefold()).strip()
-    if len(norm) < 2:
-        return {norm} if norm else set()
-    return {norm[i : i + 2] for i in range(len(norm) - 1)}
-
-
-def jaccard(a: set[str], b: set[str]) -> float:
-    if not a or not b:
-        return 0.0
-    return len(a & b) / len(a | b)
-
-
-_NUMBER = re.compile(NUMBER_PATTERN)
-
-
-def _numbers(text: str) -> set[float]:
-    found = set()
-    for tok in _NUMBER.findall(text):
-        n = parse_number(tok)
-        if n is not None:
-            found.add(float(n))
-    return found
-
-
-def _contains_word(text: str, word: str) -> bool:
-    w = word.strip().casefold()
-    if len(w) < 2:
-        return False
-    if w.isascii():
-        return re.search(rf"(?<![a-z0-9]){re.escape(w)}(?![a-z0-9])", text) is not None
-    return w in text
-
-
-def stale_key(
-    text: str, superseded: Mapping[str, Sequence[Any]], current: Mapping[str, Any]
-) -> str | None:
-    """The fact key whose superseded value ``text`` repeats, if any (seed 002 §5.1).
-
-    "预算不超过五千" after the budget became 8000 is stale: recalled, it would put 5000
-    back in front of the model. Amounts match as numbers (五千 = 5,000 = 5k); text and
-    list values match as words. Only values that differ from the current one count.
-    """
-    low = text.casefold()
-    nums: set[float] | None = None
-    for key, olds in superseded.items():
-        now_value = current.get(key)
-        spec = VOCABULARY.get(key)
-        for old in olds:
-            if isinstance(old, Mapping) and "amount" in old:
-                try:
-                    amount = float(old["amount"])
-                except (TypeError, ValueError):
-                    continue
-                now_amount = now_value.get("amount") if isinstance(now_value, Mapping) else None
-                # Small numbers ("3 days") say nothing about a budget of 3.
-                if amount < 10 or now_amount == old["amount"]:
-                    continue
-                if nums is None:
-                    nums = _numbers(text)
-                if amount in nums:
-                    return key
-            elif isinstance(old, list):
-                still = (
-                    {str(v).casefold() for v in now_value} if isinstance(now_value, list) else set()
-                )
-                for item in old:
-                    if str(item).casefold() not in still and _contains_word(low, str(item)):
-                        return key
-            elif isinstance(old, str) and (spec is None or spec.kind != "money"):
-                if isinstance(now_value, str) and now_value.casefold() == old.casefold():
-                    continue
-                if _contains_word(low, old):
-                    return key
-    return None
-
-
-_NAME = re.compile(r"\b[A-Z][a-z]+(?:'s)?\b")
-
-
-def dense_rewrite(query: str, rewrite: Rewrite) -> str | None:
-    """The second dense query: the question without title-case words, or its keywords.
-
-    Names and question words pull a query towards every message that merely contains
-    them (seed §6.2: the embedding is insensitive to rare words next to frequent ones);
-    the rewrite keeps the topic. Chinese has no case, so it gets the keyword rewrite.
-    None when the rewrite would be the query itself.
-    """
-    if any("\u4e00" <= ch <= "\u9fff" for ch in query):
-        text = rewrite.keywords
-    else:
-        text = re.sub(r"\s+", " ", _NAME.sub(" ", query)).strip(" ?!.,")
-    if not text or text == query or not lexical_terms(text):
-        return None
-    return text
-
-
-def excerpt(content: str, weights: Mapping[str, float], limit_chars: int) -> str:
-    """The message, or for a long one its piece sharing most query terms (best chunk)."""
-    if len(content) <= limit_chars:
-        return content.strip()
-    pieces = split_semantic(content, split_chars=limit_chars, merge_chars=0)
-    if not pieces:
-        return content[:limit_chars]
-
-    def overlap(piece: str) -> float:
-        terms = set(lexical_terms(piece))
-        return sum(w for t, w in weights.items() if t in terms)
-
-    return max(pieces, key=lambda p: (overlap(p), -pieces.index(p)))
-
-
-# --- candidates -------------------------------------------------------------------------------
-
-
-@dataclass
-class Candidate:
-    msg_id: str
-    ranks: dict[str, int] = field(default_factory=dict)
-    similarity: float | None = None
-    chunk_text: str = ""
-    chunk_msg_ids: tuple[str, ...] = ()
-    created_at: float | None = None
-    role: str = "user"
-    content: str | None = None
-    prev_id: str | None = None
-    fused: float = 0.0
-    relevance: float = 0.0
-    recency: float = 0.0
-    score: float = 0.0
-    text: str = ""
-    tokens: int = 0
-    header: str = ""
-    header_tokens: int = 0
-    body: str = ""
-    body_tokens: int = 0
+# Share of the score of the message a candidate answers (the one before it in its session).
+ANSWER_PROPAGATION = 0.5
+# Messages with fewer lexical terms than this are discounted in proportion: "ok, see you!"
 
 
 @dataclass(frozen=True)
@@ -284,101 +96,6 @@ class _Row:
     content: str
     created_at: float
     prev_id: str | None
-
-
-def fuse(
-    candidates: dict[str, Candidate],
-    *,
-    settings: Settings,
-    now_s: float,
-    lengths: Mapping[str, int],
-    time_intent: str | None = None,
-) -> list[Candidate]:
-    """Score candidates in place and return them best first (see the module docstring)."""
-    for c in candidates.values():
-        c.fused = sum(CHANNEL_WEIGHTS.get(ch, 1.0) / (RRF_K + r) for ch, r in c.ranks.items())
-        n_terms = lengths.get(c.msg_id)
-        if n_terms is not None and n_terms < MIN_CONTENT_TERMS:
-            c.fused *= max(n_terms, 1) / MIN_CONTENT_TERMS
-    base = {m: c.fused for m, c in candidates.items()}
-    for c in candidates.values():
-        if c.prev_id is not None and c.prev_id in base:
-            c.fused += ANSWER_PROPAGATION * base[c.prev_id]
-    top = max((c.fused for c in candidates.values()), default=0.0) or 1.0
-    w_rel, w_rec = settings.weight_relevance, settings.weight_recency
-    if time_intent == "date":
-        # "When did I…?" is as likely about last year as last week: recency says nothing.
-        w_rel, w_rec = 1.0, 0.0
-    for c in candidates.values():
-        c.relevance = c.fused / top
-        c.recency = (
-            recency(now_s - c.created_at, settings.recency_half_life_days)
-            if c.created_at is not None
-            else 0.0
-        )
-        c.score = w_rel * c.relevance + w_rec * c.recency
-    return sorted(candidates.values(), key=lambda c: (-c.score, c.msg_id))
-
-
-# --- packing (one layer into one cap; memstack.budget decides the caps) -------------------
-
-
-def pack_lines(title: str, lines: Sequence[str], cap: int) -> tuple[list[int], Fit]:
-    """Lines in their order (facts by confidence, knowledge by score), skipping misfits."""
-    used = line_tokens(title) if lines else 0
-    chosen: list[int] = []
-    if used <= cap:
-        for i, line in enumerate(lines):
-            t = line_tokens(line)
-            if used + t <= cap:
-                chosen.append(i)
-                used += t
-    return chosen, Fit(used if chosen else 0, len(chosen) == len(lines))
-
-
-def pack_history(
-    title: str, eligible: Sequence[Candidate], cap: int, keep: int
-) -> tuple[list[Candidate], Fit]:
-    """Best first, skipping misfits; an age header is paid once per group of items."""
-    used = line_tokens(title) if eligible else 0
-    chosen: list[Candidate] = []
-    headers: set[str] = set()
-    if used <= cap:
-        for c in eligible:
-            if len(chosen) >= keep:
-                break
-            cost = c.body_tokens + (0 if c.header in headers else c.header_tokens)
-            if used + cost <= cap:
-                chosen.append(c)
-                headers.add(c.header)
-                used += cost
-    complete = len(chosen) == min(len(eligible), keep)
-    return chosen, Fit(used if chosen else 0, complete)
-
-
-def pack_window(
-    labels: Labels, turns: Sequence[Turn], cap: int
-) -> tuple[list[tuple[int, str]], Fit]:
-    """The newest turns that fit, kept contiguous: a gap in the middle of the recent
-    dialogue would make it read wrong. If not even the latest turn fits, its beginning."""
-    heads = [f"{labels.roles.get(t.role, t.role)}{labels.colon}" for t in turns]
-    used = line_tokens(labels.recent) if turns else 0
-    chosen: list[tuple[int, str]] = []
-    if turns and used < cap:
-        for i in range(len(turns) - 1, -1, -1):
-            t = line_tokens(heads[i] + turns[i].content.strip())
-            if used + t <= cap:
-                chosen.append((i, turns[i].content))
-                used += t
-                continue
-            if not chosen:
-                cut = truncate_tokens(turns[i].content.strip(), cap - used - line_tokens(heads[i]))
-                if cut:
-                    chosen.append((i, cut))
-                    used += line_tokens(heads[i] + cut)
-            break
-    whole = len(chosen) == len(turns) and all(text == turns[i].content for i, text in chosen)
-    return sorted(chosen), Fit(used if chosen else 0, whole)
 
 
 # --- the read path ---------------------------------------------------------------------------
@@ -655,7 +372,7 @@ class Recall:
         if window and window[-1].role == "user" and window[-1].content.strip() == query:
             current = window.pop()
             manifest.append(
-                _item(
+                make_item(
                     "window",
                     current.msg_id,
                     (current.msg_id,),
@@ -749,7 +466,7 @@ class Recall:
                 eligible.append(c)
                 eligible_tokens += c.tokens
             else:
-                manifest.append(_candidate_item(c, ids, False, reason, detail))
+                manifest.append(candidate_item(c, ids, False, reason, detail))
 
         # Budgets.
         fact_lines = [(f, render_fact(f.key, f.value, f.source, labels)) for f in g.facts]
@@ -794,7 +511,7 @@ class Recall:
         fact_kept = set(packs.get("facts", []))
         for i, (f, line) in enumerate(fact_lines):
             manifest.append(
-                _item(
+                make_item(
                     "facts",
                     f"fact:{f.id}",
                     (f.msg_id,),
@@ -809,7 +526,7 @@ class Recall:
         knowledge_kept = set(packs.get("knowledge", []))
         for i, (item, line) in enumerate(zip(knowledge_items, knowledge_lines, strict=True)):
             manifest.append(
-                _item(
+                make_item(
                     "knowledge",
                     str(getattr(item, "chunk_id", "") or i),
                     (),
@@ -826,15 +543,15 @@ class Recall:
         for rank, c in enumerate(eligible):
             ids = (c.msg_id,) if c.content is not None else (c.chunk_msg_ids or (c.msg_id,))
             if c.msg_id in chosen_ids:
-                manifest.append(_candidate_item(c, ids, True, KEPT, ""))
+                manifest.append(candidate_item(c, ids, True, KEPT, ""))
             else:
                 why = LIMIT if rank >= s.vector_keep else BUDGET
-                manifest.append(_candidate_item(c, ids, False, why, ""))
+                manifest.append(candidate_item(c, ids, False, why, ""))
         window_kept = dict(packs.get("window", []))
         for i, wm in enumerate(window):
             kept = i in window_kept
             manifest.append(
-                _item(
+                make_item(
                     "window",
                     wm.msg_id,
                     (wm.msg_id,),
@@ -896,7 +613,7 @@ class Recall:
                 distance = 1.0 - hit.score
                 ids = _hit_msg_ids(hit)
                 if channel == "vector" and max_distance is not None and distance > max_distance:
-                    dropped.append(_hit_item(hit, ids, BELOW_THRESHOLD, distance))
+                    dropped.append(hit_item(hit, ids, BELOW_THRESHOLD, distance))
                     continue
                 if (
                     channel == "vector_rewrite"
@@ -911,7 +628,7 @@ class Recall:
                 if seen_msgs.issuperset(ids):
                     if channel == "vector":
                         dropped.append(
-                            _hit_item(
+                            hit_item(
                                 hit, ids, DUPLICATE, distance, "a better chunk of the same message"
                             )
                         )
@@ -932,12 +649,12 @@ class Recall:
                     if c.created_at is None and isinstance(created, int | float):
                         c.created_at = float(created)
                 if all(m in window_ids for m in ids) and channel == "vector":
-                    dropped.append(_hit_item(hit, ids, IN_WINDOW, distance))
+                    dropped.append(hit_item(hit, ids, IN_WINDOW, distance))
         for rank, lex in enumerate(g.lexical, start=1):
             if lex.msg_id in window_ids:
                 if not any(d.msg_ids == (lex.msg_id,) and d.reason == IN_WINDOW for d in dropped):
                     dropped.append(
-                        _item(
+                        make_item(
                             "semantic",
                             lex.msg_id,
                             (lex.msg_id,),
@@ -990,60 +707,6 @@ def _hit_msg_ids(hit: VectorHit) -> tuple[str, ...]:
         return tuple(x for x in raw.split(",") if x)
     msg = hit.metadata.get("msg_id")
     return (str(msg),) if msg else (hit.id.rsplit("#", 1)[0],)
-
-
-def _preview(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= 120 else flat[:119] + "…"
-
-
-def _item(
-    layer: str,
-    key: str,
-    msg_ids: tuple[str, ...],
-    text: str,
-    tokens: int,
-    kept: bool,
-    reason: str | None,
-    **kw: Any,
-) -> ManifestItem:
-    return ManifestItem(layer, key, msg_ids, _preview(text), tokens, kept, reason, **kw)
-
-
-def _hit_item(
-    hit: VectorHit, ids: tuple[str, ...], reason: str, distance: float, detail: str = ""
-) -> ManifestItem:
-    return _item(
-        "semantic",
-        hit.id,
-        ids,
-        hit.text,
-        count_tokens(hit.text),
-        False,
-        reason,
-        distance=round(distance, 4),
-        detail=detail,
-    )
-
-
-def _candidate_item(
-    c: Candidate, ids: tuple[str, ...], kept: bool, reason: str | None, detail: str
-) -> ManifestItem:
-    return _item(
-        "semantic",
-        c.msg_id,
-        ids,
-        c.text,
-        c.tokens,
-        kept,
-        reason,
-        score=round(c.score, 4),
-        relevance=round(c.relevance, 4),
-        recency=round(c.recency, 4),
-        distance=round(1.0 - c.similarity, 4) if c.similarity is not None else None,
-        ranks=dict(c.ranks),
-        detail=detail,
-    )
 
 
 def _knowledge_line(item: Any, labels: Labels) -> str:

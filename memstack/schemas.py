@@ -12,8 +12,8 @@ from typing import Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
 
 from memstack.knowledge_base import DEFAULT_NAMESPACE
+from memstack.manifest import ContextResult
 from memstack.memory import from_ms
-from memstack.recall import ContextResult
 from memstack.settings import Locale
 from memstack.working_memory import SessionState, WindowMessage
 

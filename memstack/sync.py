@@ -20,9 +20,9 @@ from memstack.knowledge_base import (
 )
 from memstack.knowledge_cache import KnowledgeTurn
 from memstack.maintenance import MaintenanceReport, ReindexReport
+from memstack.manifest import ContextResult
 from memstack.memory import AsyncMemory, Timestamp
 from memstack.queue import DeadLetter
-from memstack.recall import ContextResult
 from memstack.settings import Settings
 from memstack.worker import WorkerReport
 from memstack.working_memory import SessionState, WindowMessage

@@ -23,17 +23,11 @@ from memstack.demo import SCRIPT_EN, SCRIPT_ZH
 from memstack.errors import InvalidContent, InvalidId, SessionOwnershipError, ValidationError
 from memstack.lexical import rewrite_query
 from memstack.memory import AsyncMemory
-from memstack.recall import (
-    Candidate,
-    Recall,
-    char_bigrams,
-    dense_rewrite,
-    fuse,
-    jaccard,
-    recency,
-    stale_key,
-)
+from memstack.packing import pack_history, pack_window
+from memstack.ranking import Candidate, dense_rewrite, fuse, recency
+from memstack.recall import Recall
 from memstack.settings import Settings
+from memstack.snippets import char_bigrams, jaccard, stale_key
 from memstack.tokens import count_tokens
 from memstack.vectorstores.base import MetaValue, VectorHit, VectorRecord, VectorStore
 from memstack.vectorstores.chroma import ChromaStore
@@ -493,8 +487,6 @@ def test_a_when_question_ignores_recency(tmp_path: Path) -> None:
 
 def test_window_packing_keeps_the_newest_contiguous_turns_and_cuts_a_huge_one() -> None:
     from memstack.assembly import EN, Turn
-    from memstack.recall import pack_window
-
     turns = [Turn("user", "first question " * 3), Turn("assistant", "short"), Turn("user", "last")]
     chosen, fit = pack_window(EN, turns, 14)
     assert [i for i, _ in chosen] == [1, 2] and not fit.complete and fit.used <= 14
@@ -504,8 +496,6 @@ def test_window_packing_keeps_the_newest_contiguous_turns_and_cuts_a_huge_one() 
 
 
 def test_history_packing_pays_an_age_header_once(tmp_path: Path) -> None:
-    from memstack.recall import pack_history
-
     def cand(mid: str, header: str) -> Candidate:
         c = Candidate(mid)
         c.header, c.header_tokens, c.body_tokens = header, 6, 10

@@ -1,0 +1,110 @@
+"""Scoring recall candidates: channel fusion, answer propagation, recency.
+
+Candidates are messages. Their relevance fuses the channels (two dense searches and
+BM25) by reciprocal rank; a message also inherits half the score of the message it
+answers (the answer to "what did you do at the picnic?" rarely says "picnic"); messages
+with almost no words are discounted. Recency halves every ``recency_half_life_days``
+before ``now`` and is blended with relevance as :func:`fuse` describes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from memstack.lexical import Rewrite
+from memstack.settings import Settings
+from memstack.tokens import lexical_terms
+
+# Fusion constants, chosen on the LoCoMo dev split as a whole (docs/benchmarks.md).
+# A small k lets a channel's top hit beat items that are only mediocre in every channel.
+RRF_K = 5
+CHANNEL_WEIGHTS = {"vector": 1.0, "vector_rewrite": 1.0, "lexical": 1.5}
+# Share of the score of the message a candidate answers (the one before it in its session).
+ANSWER_PROPAGATION = 0.5
+# Messages with fewer lexical terms than this are discounted in proportion: "ok, see you!"
+# is almost never what a question is about.
+MIN_CONTENT_TERMS = 6
+
+
+def recency(age_s: float, half_life_days: float) -> float:
+    """Exponential decay: 1 now, 0.5 after one half-life; the future counts as now."""
+    return float(0.5 ** (max(age_s, 0.0) / (half_life_days * 86400.0)))
+
+
+_NAME = re.compile(r"\b[A-Z][a-z]+(?:'s)?\b")
+
+
+def dense_rewrite(query: str, rewrite: Rewrite) -> str | None:
+    """The second dense query: the question without title-case words, or its keywords.
+
+    Names and question words pull a query towards every message that merely contains
+    them (seed §6.2: the embedding is insensitive to rare words next to frequent ones);
+    the rewrite keeps the topic. Chinese has no case, so it gets the keyword rewrite.
+    None when the rewrite would be the query itself.
+    """
+    if any("\u4e00" <= ch <= "\u9fff" for ch in query):
+        text = rewrite.keywords
+    else:
+        text = re.sub(r"\s+", " ", _NAME.sub(" ", query)).strip(" ?!.,")
+    if not text or text == query or not lexical_terms(text):
+        return None
+    return text
+
+
+@dataclass
+class Candidate:
+    msg_id: str
+    ranks: dict[str, int] = field(default_factory=dict)
+    similarity: float | None = None
+    chunk_text: str = ""
+    chunk_msg_ids: tuple[str, ...] = ()
+    created_at: float | None = None
+    role: str = "user"
+    content: str | None = None
+    prev_id: str | None = None
+    fused: float = 0.0
+    relevance: float = 0.0
+    recency: float = 0.0
+    score: float = 0.0
+    text: str = ""
+    tokens: int = 0
+    header: str = ""
+    header_tokens: int = 0
+    body: str = ""
+    body_tokens: int = 0
+
+
+def fuse(
+    candidates: dict[str, Candidate],
+    *,
+    settings: Settings,
+    now_s: float,
+    lengths: Mapping[str, int],
+    time_intent: str | None = None,
+) -> list[Candidate]:
+    """Score candidates in place and return them best first (see the module docstring)."""
+    for c in candidates.values():
+        c.fused = sum(CHANNEL_WEIGHTS.get(ch, 1.0) / (RRF_K + r) for ch, r in c.ranks.items())
+        n_terms = lengths.get(c.msg_id)
+        if n_terms is not None and n_terms < MIN_CONTENT_TERMS:
+            c.fused *= max(n_terms, 1) / MIN_CONTENT_TERMS
+    base = {m: c.fused for m, c in candidates.items()}
+    for c in candidates.values():
+        if c.prev_id is not None and c.prev_id in base:
+            c.fused += ANSWER_PROPAGATION * base[c.prev_id]
+    top = max((c.fused for c in candidates.values()), default=0.0) or 1.0
+    w_rel, w_rec = settings.weight_relevance, settings.weight_recency
+    if time_intent == "date":
+        # "When did I…?" is as likely about last year as last week: recency says nothing.
+        w_rel, w_rec = 1.0, 0.0
+    for c in candidates.values():
+        c.relevance = c.fused / top
+        c.recency = (
+            recency(now_s - c.created_at, settings.recency_half_life_days)
+            if c.created_at is not None
+            else 0.0
+        )
+        c.score = w_rel * c.relevance + w_rec * c.recency
+    return sorted(candidates.values(), key=lambda c: (-c.score, c.msg_id))

@@ -1,0 +1,110 @@
+"""What a recalled snippet may say: near-duplicates, superseded values, long messages.
+
+Seed 002 §4.2 and §5.1: a snippet that repeats a better one wastes budget, and one that
+carries a value the user has since changed ("budget 5000" after it became 8000) puts
+the old value back in front of the model.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from memstack.chunking import split_semantic
+from memstack.extraction.vocabulary import NUMBER_PATTERN, VOCABULARY, parse_number
+from memstack.tokens import lexical_terms
+
+
+def char_bigrams(text: str) -> set[str]:
+    # Bigrams, not single characters: two English sentences share most of the alphabet,
+    # so a character-set Jaccard would call nearly everything a duplicate.
+    norm = re.sub(r"\s+", " ", text.casefold()).strip()
+    if len(norm) < 2:
+        return {norm} if norm else set()
+    return {norm[i : i + 2] for i in range(len(norm) - 1)}
+
+
+def jaccard(a: set[str], b: set[str]) -> float:
+    if not a or not b:
+        return 0.0
+    return len(a & b) / len(a | b)
+
+
+_NUMBER = re.compile(NUMBER_PATTERN)
+
+
+def _numbers(text: str) -> set[float]:
+    found = set()
+    for tok in _NUMBER.findall(text):
+        n = parse_number(tok)
+        if n is not None:
+            found.add(float(n))
+    return found
+
+
+def _contains_word(text: str, word: str) -> bool:
+    w = word.strip().casefold()
+    if len(w) < 2:
+        return False
+    if w.isascii():
+        return re.search(rf"(?<![a-z0-9]){re.escape(w)}(?![a-z0-9])", text) is not None
+    return w in text
+
+
+def stale_key(
+    text: str, superseded: Mapping[str, Sequence[Any]], current: Mapping[str, Any]
+) -> str | None:
+    """The fact key whose superseded value ``text`` repeats, if any (seed 002 §5.1).
+
+    "预算不超过五千" after the budget became 8000 is stale: recalled, it would put 5000
+    back in front of the model. Amounts match as numbers (五千 = 5,000 = 5k); text and
+    list values match as words. Only values that differ from the current one count.
+    """
+    low = text.casefold()
+    nums: set[float] | None = None
+    for key, olds in superseded.items():
+        now_value = current.get(key)
+        spec = VOCABULARY.get(key)
+        for old in olds:
+            if isinstance(old, Mapping) and "amount" in old:
+                try:
+                    amount = float(old["amount"])
+                except (TypeError, ValueError):
+                    continue
+                now_amount = now_value.get("amount") if isinstance(now_value, Mapping) else None
+                # Small numbers ("3 days") say nothing about a budget of 3.
+                if amount < 10 or now_amount == old["amount"]:
+                    continue
+                if nums is None:
+                    nums = _numbers(text)
+                if amount in nums:
+                    return key
+            elif isinstance(old, list):
+                still = (
+                    {str(v).casefold() for v in now_value} if isinstance(now_value, list) else set()
+                )
+                for item in old:
+                    if str(item).casefold() not in still and _contains_word(low, str(item)):
+                        return key
+            elif isinstance(old, str) and (spec is None or spec.kind != "money"):
+                if isinstance(now_value, str) and now_value.casefold() == old.casefold():
+                    continue
+                if _contains_word(low, old):
+                    return key
+    return None
+
+
+def excerpt(content: str, weights: Mapping[str, float], limit_chars: int) -> str:
+    """The message, or for a long one its piece sharing most query terms (best chunk)."""
+    if len(content) <= limit_chars:
+        return content.strip()
+    pieces = split_semantic(content, split_chars=limit_chars, merge_chars=0)
+    if not pieces:
+        return content[:limit_chars]
+
+    def overlap(piece: str) -> float:
+        terms = set(lexical_terms(piece))
+        return sum(w for t, w in weights.items() if t in terms)
+
+    return max(pieces, key=lambda p: (overlap(p), -pieces.index(p)))
