@@ -4,7 +4,14 @@ Candidates are messages. Their relevance fuses the channels (two dense searches 
 BM25) by reciprocal rank; a message also inherits half the score of the message it
 answers (the answer to "what did you do at the picnic?" rarely says "picnic"); messages
 with almost no words are discounted. Recency halves every ``recency_half_life_days``
-before ``now`` and is blended with relevance as :func:`fuse` describes.
+before ``now``.
+
+The seed's score is ``0.7·relevance + 0.3·recency``. Added like that, recency lets a
+fresh message nobody asked about outrank the old one that answers the question: on
+LoCoMo dev the sum cost 0.08 of evidence recall against relevance alone. The default
+blend multiplies instead, ``relevance·(0.7 + 0.3·recency)``: the same weights and the
+same end points (a fresh best match scores 1, an old one 0.7), but an irrelevant item
+stays near 0 however fresh it is. ``recency_blend="add"`` restores the sum.
 """
 
 from __future__ import annotations
@@ -106,5 +113,8 @@ def fuse(
             if c.created_at is not None
             else 0.0
         )
-        c.score = w_rel * c.relevance + w_rec * c.recency
+        if settings.recency_blend == "add":
+            c.score = w_rel * c.relevance + w_rec * c.recency
+        else:
+            c.score = c.relevance * (w_rel + w_rec * c.recency)
     return sorted(candidates.values(), key=lambda c: (-c.score, c.msg_id))

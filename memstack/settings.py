@@ -130,6 +130,12 @@ class Settings(BaseSettings):
     recency_half_life_days: float = Field(
         default=14.0, gt=0, description="Half-life of recency decay."
     )
+    recency_blend: Literal["multiply", "add"] = Field(
+        default="multiply",
+        description=(
+            "multiply: relevance·(w_rel + w_rec·recency); add: w_rel·relevance + w_rec·recency."
+        ),
+    )
     jaccard_threshold: float = Field(default=0.8, gt=0, le=1, description="Near-duplicate cut.")
     query_rewrite: Literal["rules", "llm"] = Field(
         default="rules",

@@ -485,6 +485,22 @@ def test_a_when_question_ignores_recency(tmp_path: Path) -> None:
     assert ranked("date") == ["old", "new"]  # "when did…" ranks by relevance alone
 
 
+def test_recency_reorders_relevant_items_without_promoting_weak_ones(tmp_path: Path) -> None:
+    old = (NOW - 300 * DAY).timestamp()
+
+    def ranked(blend: str) -> list[str]:
+        settings = make_settings(tmp_path, recency_blend=blend)
+        cands = {
+            "old": Candidate("old", ranks={"vector": 1}, created_at=old),  # relevance 1.0
+            "new": Candidate("new", ranks={"vector": 5}, created_at=NOW.timestamp()),  # 0.6
+        }
+        out = fuse(cands, settings=settings, now_s=NOW.timestamp(), lengths={})
+        return [c.msg_id for c in out]
+
+    assert ranked("add") == ["new", "old"]  # 0.7·0.6 + 0.3 = 0.72 beats 0.7·1.0
+    assert ranked("multiply") == ["old", "new"]  # 0.6·1.0 stays below 1.0·0.7
+
+
 def test_window_packing_keeps_the_newest_contiguous_turns_and_cuts_a_huge_one() -> None:
     from memstack.assembly import EN, Turn
     turns = [Turn("user", "first question " * 3), Turn("assistant", "short"), Turn("user", "last")]
