@@ -48,7 +48,13 @@ from memstack.summary_store import Summarizer, summaries_of
 from memstack.vectorstores.base import VectorStore
 from memstack.vectorstores.factory import build_kb_store, build_memory_store
 from memstack.worker import Worker, WorkerReport
-from memstack.working_memory import SessionState, WindowMessage, WorkingMemory, validate_message
+from memstack.working_memory import (
+    SessionState,
+    WindowMessage,
+    WorkingMemory,
+    validate_message,
+    validate_name,
+)
 
 Timestamp = datetime | float | int
 
@@ -274,6 +280,7 @@ class AsyncMemory:
         *,
         msg_id: str | None = None,
         ts: Timestamp | None = None,
+        name: str | None = None,
     ) -> str:
         """Record one message; return its ``msg_id``.
 
@@ -281,10 +288,13 @@ class AsyncMemory:
         in one atomic Redis script. ``msg_id`` is the caller's idempotency key: a retry
         with the same one changes nothing. It is scoped to the session, so the id
         returned is ``"<session_id>:<msg_id>"`` (see :func:`memstack.ids.scoped_msg_id`).
+        ``name`` is the author in a conversation of several people (OpenAI's ``name``):
+        1–64 characters after stripping, no line break, control character or colon.
         """
         validate_id("user_id", user_id)
         validate_id("session_id", session_id)
         validate_message(self.settings, role, content)
+        author = validate_name(name)
         result = await self.working.append(
             user_id=user_id,
             session_id=session_id,
@@ -292,6 +302,7 @@ class AsyncMemory:
             content=content,
             ts_ms=to_ms(ts),
             msg_id=scoped_msg_id(session_id, msg_id) if msg_id is not None else None,
+            name=author,
         )
         return result.msg_id
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 # KEYS: window, state, idempotency mark, ingest stream
 # ARGV: user_id, session_id, role, content, ts_ms, caller msg_id or "", window_max,
-#       window_ttl_s, state_ttl_s, idempotency_ttl_s
+#       window_ttl_s, state_ttl_s, idempotency_ttl_s, author name or ""
+# An unnamed message gets no "name" in its window entry or job, so it is stored exactly
+# as before names existed.
 # Returns {msg_id, duplicate(0/1)} or an error reply "OWNER" when the session
 # belongs to another user.
 WRITE = """
@@ -26,9 +28,11 @@ local seq = redis.call('HINCRBY', KEYS[2], '_seq', 1)
 local msg_id = caller_id
 -- Zero-padded so that ids of one millisecond sort in sequence order.
 if msg_id == '' then msg_id = ARGV[5] .. '-' .. ARGV[2] .. '-' .. string.format('%06d', seq) end
-local entry = cjson.encode({msg_id = msg_id, user_id = ARGV[1], role = ARGV[3],
-                            content = ARGV[4], ts_ms = ARGV[5]})
-redis.call('RPUSH', KEYS[1], entry)
+local name = ARGV[11] or ''
+local fields = {msg_id = msg_id, user_id = ARGV[1], role = ARGV[3], content = ARGV[4],
+                ts_ms = ARGV[5]}
+if name ~= '' then fields.name = name end
+redis.call('RPUSH', KEYS[1], cjson.encode(fields))
 redis.call('LTRIM', KEYS[1], -tonumber(ARGV[7]), -1)
 redis.call('EXPIRE', KEYS[1], ARGV[8])
 if ARGV[3] == 'user' then redis.call('HINCRBY', KEYS[2], '_turns', 1) end
@@ -36,8 +40,13 @@ redis.call('HSET', KEYS[2], '_user_id', ARGV[1], '_last_msg_id', msg_id,
            '_last_msg_at_ms', ARGV[5])
 redis.call('EXPIRE', KEYS[2], ARGV[9])
 if caller_id ~= '' then redis.call('SET', KEYS[3], msg_id, 'EX', ARGV[10]) end
-redis.call('XADD', KEYS[4], '*', 'msg_id', msg_id, 'user_id', ARGV[1],
-           'session_id', ARGV[2], 'role', ARGV[3], 'content', ARGV[4], 'ts_ms', ARGV[5])
+local job = {'msg_id', msg_id, 'user_id', ARGV[1], 'session_id', ARGV[2], 'role', ARGV[3],
+             'content', ARGV[4], 'ts_ms', ARGV[5]}
+if name ~= '' then
+  job[#job + 1] = 'name'
+  job[#job + 1] = name
+end
+redis.call('XADD', KEYS[4], '*', unpack(job))
 return {msg_id, 0}
 """
 

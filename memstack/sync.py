@@ -78,9 +78,10 @@ class Memory:
         *,
         msg_id: str | None = None,
         ts: Timestamp | None = None,
+        name: str | None = None,
     ) -> str:
         return self._run(
-            self.aio.remember(user_id, session_id, role, content, msg_id=msg_id, ts=ts)
+            self.aio.remember(user_id, session_id, role, content, msg_id=msg_id, ts=ts, name=name)
         )
 
     def window(self, user_id: str, session_id: str, n: int | None = None) -> list[WindowMessage]:

@@ -10,6 +10,7 @@ import asyncio
 import json
 import secrets
 import time
+import unicodedata
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -39,23 +40,34 @@ class WindowMessage:
     role: str
     content: str
     ts_ms: int
+    # The author in a conversation of several people (OpenAI's ``name``); last, with a
+    # default, so positional construction from before it existed keeps working.
+    name: str | None = None
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "msg_id": self.msg_id,
-                "user_id": self.user_id,
-                "role": self.role,
-                "content": self.content,
-                "ts_ms": str(self.ts_ms),
-            },
-            ensure_ascii=False,
-        )
+        d = {
+            "msg_id": self.msg_id,
+            "user_id": self.user_id,
+            "role": self.role,
+            "content": self.content,
+            "ts_ms": str(self.ts_ms),
+        }
+        if self.name is not None:
+            d["name"] = self.name
+        return json.dumps(d, ensure_ascii=False)
 
     @classmethod
     def from_json(cls, raw: bytes | str) -> WindowMessage:
         d = json.loads(raw)
-        return cls(d["msg_id"], d["user_id"], d["role"], d["content"], int(float(d["ts_ms"])))
+        # .get: entries written before names existed have no "name" key.
+        return cls(
+            d["msg_id"],
+            d["user_id"],
+            d["role"],
+            d["content"],
+            int(float(d["ts_ms"])),
+            d.get("name") or None,
+        )
 
 
 @dataclass(frozen=True)
@@ -97,6 +109,7 @@ class WorkingMemory:
         content: str,
         ts_ms: int,
         msg_id: str | None = None,
+        name: str | None = None,
     ) -> WriteResult:
         """Push one validated message and enqueue its ingest job, atomically."""
         k = self.keys
@@ -120,6 +133,7 @@ class WorkingMemory:
                     s.window_ttl_s,
                     s.state_ttl_s,
                     s.idempotency_ttl_s,
+                    name or "",
                 ],
             )
         except RedisError as exc:
@@ -293,3 +307,35 @@ def validate_message(settings: Settings, role: object, content: object) -> str:
             "(MEMSTACK_MAX_MESSAGE_BYTES); store large tool output with set_state"
         )
     return content
+
+
+NAME_MAX_CHARS = 64
+# Names are printed as "name: content" (and "name：content" in Chinese): a colon inside
+# one would make the line read as a different author.
+_NAME_FORBIDDEN = frozenset(":：")
+# Control characters, and the Unicode line and paragraph separators, which break a
+# rendered line just as "\n" does.
+_NAME_BAD_CATEGORIES = frozenset({"Cc", "Zl", "Zp"})
+
+
+def validate_name(name: object) -> str | None:
+    """Check a message author's name before anything is written; return it stripped.
+
+    None means no name. An empty or blank name is refused rather than dropped: the
+    caller meant to name someone and would otherwise lose the author silently.
+    """
+    if name is None:
+        return None
+    if not isinstance(name, str):
+        raise InvalidContent(f"name must be a string, got {type(name).__name__}")
+    stripped = name.strip()
+    if not stripped:
+        raise InvalidContent("name is empty; pass None for a message without a name")
+    if len(stripped) > NAME_MAX_CHARS:
+        raise InvalidContent(f"name is {len(stripped)} characters; the limit is {NAME_MAX_CHARS}")
+    for ch in stripped:
+        if unicodedata.category(ch) in _NAME_BAD_CATEGORIES:
+            raise InvalidContent(f"name contains a control character or line break ({ch!r})")
+        if ch in _NAME_FORBIDDEN:
+            raise InvalidContent(f"name must not contain {ch!r}: it is printed as 'name: content'")
+    return stripped

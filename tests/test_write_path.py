@@ -219,3 +219,100 @@ async def test_unreachable_redis_is_a_clear_error(tmp_path: Path) -> None:
     settings = make_settings(tmp_path, redis_url="redis://127.0.0.1:1/0", store_timeout_s=0.5)
     with pytest.raises(StoreUnavailable, match="Redis"):
         await AsyncMemory.open(settings)
+
+
+# --- author names -----------------------------------------------------------------------
+
+
+async def _raw_window(mem: AsyncMemory, session: str) -> list[dict[str, str]]:
+    raw = await mem.working.redis.lrange(mem.working.keys.window(session), 0, -1)
+    return [json.loads(r) for r in raw]
+
+
+async def _raw_jobs(mem: AsyncMemory) -> list[dict[bytes, bytes]]:
+    return [f for _eid, f in await mem.working.redis.xrange(mem.working.keys.ingest_stream())]
+
+
+async def test_name_is_stored_stripped_in_window_and_job(mem: AsyncMemory) -> None:
+    u, s = new_id("u"), new_id("s")
+    await mem.remember(u, s, "user", "I moved to Lisbon.", name="  Tim ")
+    await mem.remember(u, s, "user", "Nice!", name="Joanna")
+    await mem.remember(u, s, "assistant", "Noted.")
+    win = await mem.window(u, s)
+    assert [(m.name, m.content) for m in win] == [
+        ("Tim", "I moved to Lisbon."),
+        ("Joanna", "Nice!"),
+        (None, "Noted."),
+    ]
+    raw = await _raw_window(mem, s)
+    assert raw[0]["name"] == "Tim"
+    # An unnamed message is stored exactly as before names existed.
+    assert "name" not in raw[2]
+    jobs = await _raw_jobs(mem)
+    assert [j.get(b"name") for j in jobs] == [b"Tim", b"Joanna", None]
+
+
+def test_sync_memory_remember_takes_a_name(embedded_settings: Settings) -> None:
+    from memstack.sync import Memory
+
+    u, s = new_id("u"), new_id("s")
+    with Memory(embedded_settings) as m:
+        m.remember(u, s, "user", "hello", name="Tim")
+        assert [w.name for w in m.window(u, s)] == ["Tim"]
+
+
+async def test_a_64_character_name_is_accepted(mem: AsyncMemory) -> None:
+    u, s = new_id("u"), new_id("s")
+    name = "名" * 64
+    await mem.remember(u, s, "user", "hi", name=f" {name}\t")
+    assert [m.name for m in await mem.window(u, s)] == [name]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "",
+        "   ",
+        "T" * 65,
+        "Tim\nJoanna",
+        "Tim\rJo",
+        "Ti\x00m",
+        "Tim\u2028Jo",
+        "Tim:",
+        "Dr: Tim",
+        "蒂姆：",
+        42,
+    ],
+)
+async def test_bad_name_is_rejected_and_writes_nothing(mem: AsyncMemory, name: object) -> None:
+    u, s = new_id("u"), new_id("s")
+    await mem.remember(u, s, "user", "first")
+    before_window = await mem.working.redis.llen(mem.working.keys.window(s))
+    before_jobs = await _jobs(mem)
+    with pytest.raises(InvalidContent, match="name"):
+        await mem.remember(u, s, "user", "second", name=name)  # type: ignore[arg-type]
+    assert await mem.working.redis.llen(mem.working.keys.window(s)) == before_window == 1
+    assert await _jobs(mem) == before_jobs == 1
+    assert (await mem.get_state(u, s)).turns == 1
+
+
+async def test_window_entry_without_name_still_loads(mem: AsyncMemory) -> None:
+    u, s = new_id("u"), new_id("s")
+    old = {"msg_id": "m1", "user_id": u, "role": "user", "content": "old entry", "ts_ms": "1"}
+    await mem.working.redis.rpush(mem.working.keys.window(s), json.dumps(old))
+    await mem.working.redis.expire(mem.working.keys.window(s), 60)
+    [m] = await mem.window(u, s)
+    assert (m.msg_id, m.content, m.ts_ms, m.name) == ("m1", "old entry", 1, None)
+
+
+async def test_window_rebuild_keeps_names(mem: AsyncMemory) -> None:
+    from memstack.working_memory import WindowMessage
+
+    u, s = new_id("u"), new_id("s")
+    rows = [
+        WindowMessage("a", u, "user", "I moved to Lisbon.", 1000, "Tim"),
+        WindowMessage("b", u, "assistant", "Noted.", 2000),
+    ]
+    assert await mem.working.rebuild_window(u, s, rows)
+    assert await mem.window(u, s) == rows
+    assert "name" not in (await _raw_window(mem, s))[1]
