@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 Span = tuple[int, int]
 
@@ -131,25 +132,51 @@ class Unit:
     text: str
 
 
-def exchange_units(messages: Iterable[tuple[str, str, str]]) -> list[Unit]:
-    """Group a session's ordered ``(msg_id, role, content)`` into exchanges.
+class ChatMessage(NamedTuple):
+    """One message of a session as chunking and summaries see it. A plain
+    ``(msg_id, role, content)`` tuple is accepted wherever this is."""
+
+    msg_id: str
+    role: str
+    content: str
+    name: str | None = None
+
+
+# What exchange_units and the summarisers take: a 3-tuple from before names existed,
+# or a 4-tuple / ChatMessage whose last field is the author's name (None: unnamed).
+MessageTuple = tuple[str, str, str] | tuple[str, str, str, str | None]
+
+
+def as_chat_message(m: MessageTuple) -> ChatMessage:
+    return m if isinstance(m, ChatMessage) else ChatMessage(*m)
+
+
+def speaker(role: str, name: str | None) -> str:
+    """Who a line is attributed to: the author's name when known, else the role."""
+    return name or role
+
+
+def exchange_units(messages: Iterable[MessageTuple]) -> list[Unit]:
+    """Group a session's ordered ``(msg_id, role, content[, name])`` into exchanges.
 
     A unit starts at a user message that follows a non-user one: consecutive user
     messages are one question, and everything until the next question (the assistant
     reply, tool results, a follow-up from the assistant) answers it. Messages before
-    the first user turn form a unit of their own. Text is ``"role: content"`` lines.
+    the first user turn form a unit of their own. Text is ``"role: content"`` lines,
+    ``"name: content"`` for a named message: the embedding of "Tim: I moved to Lisbon"
+    then carries who said it. Grouping still follows the role.
     """
     units: list[Unit] = []
     ids: list[str] = []
     lines: list[str] = []
     previous_role: str | None = None
-    for msg_id, role, content in messages:
+    for msg_id, role, content, name in map(as_chat_message, messages):
         if role == "user" and previous_role not in (None, "user") and ids:
             units.append(Unit(tuple(ids), "\n".join(lines)))
             ids, lines = [], []
         ids.append(msg_id)
         if content.strip():
-            lines.append(f"{role}: {content.strip()}")
+            lines.append(f"{speaker(role, name)}: {content.strip()}")
         previous_role = role
     if ids:
         units.append(Unit(tuple(ids), "\n".join(lines)))

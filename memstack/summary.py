@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, Field, field_validator
 
+from memstack.chunking import MessageTuple, as_chat_message
 from memstack.errors import ExtractionError
 from memstack.extraction.base import Fact
 from memstack.extraction.llm import ChatJSON, LLMStats, RawFact, json_payload, to_facts
@@ -41,7 +42,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Message = tuple[str, str, str]  # (msg_id, role, content)
+# (msg_id, role, content) or (msg_id, role, content, name); see chunking.ChatMessage.
+Message = MessageTuple
 
 
 class SessionSummary(BaseModel):
@@ -153,7 +155,7 @@ class ExtractiveSummariser:
     def summarise_sync(
         self, messages: Sequence[Message], *, known: Mapping[str, Any] | None = None
     ) -> SessionSummary:
-        user = [content for _, role, content in messages if role == "user"]
+        user = [m[2] for m in messages if m[1] == "user"]
         locale = text_locale(" ".join(user))
         facts = self.current_facts(user, known)
         return SessionSummary(
@@ -229,7 +231,8 @@ def _terminated(sentence: str, locale: str) -> str:
 def open_questions(messages: Sequence[Message]) -> list[str]:
     """User questions no later assistant message answered (a deferral is no answer)."""
     pending: list[str] = []
-    for _, role, content in messages:
+    for m in messages:
+        role, content = m[1], m[2]
         if role == "user":
             pending += [s for s in split_sentences(content) if is_question(s)]
         elif role == "assistant" and not _DEFERRAL.search(content):
@@ -241,7 +244,8 @@ def open_questions(messages: Sequence[Message]) -> list[str]:
 
 SUMMARY_PROMPT = """\
 You summarise one chat session for a long-term memory. The input holds the user's facts
-known before the session and the session's raw messages, oldest first.
+known before the session and the session's raw messages, oldest first. A message's
+"name", when present, is its author (several people may share one role): say who said what.
 Reply with ONE JSON object and nothing else:
 {"facts": [...], "summary": "...", "open_questions": ["..."], "topic": "..."}
 
@@ -305,6 +309,15 @@ class _SummaryPayload(BaseModel):
         return [q for q in v if q] if isinstance(v, list) else v
 
 
+def _request_message(m: Message) -> dict[str, str]:
+    msg = as_chat_message(m)
+    out = {"id": msg.msg_id, "role": msg.role, "content": msg.content}
+    if msg.name:
+        # Several people may share the user role: the model must know who said what.
+        out["name"] = msg.name
+    return out
+
+
 class LLMSummariser:
     """Summaries from an LLM, checked for compromises; the extractive one answers otherwise."""
 
@@ -326,11 +339,11 @@ class LLMSummariser:
         self, messages: Sequence[Message], *, known: Mapping[str, Any] | None = None
     ) -> SessionSummary:
         known_n = normalise_known(known)
-        user_text = "\n".join(c for _, role, c in messages if role == "user")
+        user_text = "\n".join(m[2] for m in messages if m[1] == "user")
         request = json.dumps(
             {
                 "known_facts": known_n,
-                "messages": [{"id": i, "role": r, "content": c} for i, r, c in messages],
+                "messages": [_request_message(m) for m in messages],
             },
             ensure_ascii=False,
         )
@@ -351,7 +364,7 @@ class LLMSummariser:
             return await self.fallback.summarise(messages, known=known)
         # Rules are precise where they fire: a key the model dropped comes back from them.
         have = {f.key for f in facts}
-        users = [c for _, role, c in messages if role == "user"]
+        users = [m[2] for m in messages if m[1] == "user"]
         facts += [f for f in self.fallback.current_facts(users, known) if f.key not in have]
         topic = payload.topic.strip() or classify_topic(user_text, facts, text_locale(user_text))
         return SessionSummary(

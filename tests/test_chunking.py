@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from memstack.chunking import Unit, exchange_units, split_semantic
+from memstack.chunking import ChatMessage, Unit, exchange_units, split_semantic
 
 ZH_SENTENCE = "我们比较了三款笔记本电脑的续航和重量。"  # 19 characters
 EN_SENTENCE = "We compared the battery life of three laptops. "  # 47 characters
@@ -187,3 +187,19 @@ def test_blank_content_keeps_its_id_but_adds_no_line() -> None:
 
 def test_no_messages_no_units() -> None:
     assert exchange_units([]) == []
+
+
+def test_a_named_message_reads_name_colon_content_and_groups_by_role() -> None:
+    units = exchange_units(
+        [
+            ChatMessage("m1", "user", "I moved to Lisbon.", "Tim"),
+            ("m2", "user", "Since when?", "Joanna"),
+            ("m3", "assistant", "Noted."),
+            ("m4", "user", "Back to work.", None),
+        ]
+    )
+    # Two named user turns in a row are still one question: grouping follows the role.
+    assert units == [
+        Unit(("m1", "m2", "m3"), "Tim: I moved to Lisbon.\nJoanna: Since when?\nassistant: Noted."),
+        Unit(("m4",), "user: Back to work."),
+    ]

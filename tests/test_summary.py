@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from memstack.chunking import ChatMessage
 from memstack.extraction import ChatJSON, Fact
 from memstack.settings import load_settings
 from memstack.summary import (
@@ -343,3 +344,26 @@ async def test_llm_timeout_falls_back_quickly(fake_llm: FakeLLM) -> None:
 def test_build_summariser(fake_llm: FakeLLM) -> None:
     assert isinstance(build_summariser(load_settings()), ExtractiveSummariser)
     assert isinstance(build_summariser(load_settings(llm_url=fake_llm.url)), LLMSummariser)
+
+
+async def test_llm_summary_request_names_the_authors(fake_llm: FakeLLM) -> None:
+    fake_llm.script = [json.dumps(GOOD, ensure_ascii=False)]
+    summ = llm_summariser(fake_llm)
+    await summ.summarise(
+        [
+            ChatMessage("m1", "user", "我预算不超过五千。", "Tim"),
+            ("m2", "assistant", "好的。"),
+            ("m3", "user", "我也想要轻一点的。", None),
+        ]
+    )
+    sent = json.loads(fake_llm.requests[0]["messages"][-1]["content"])["messages"]
+    assert sent[0] == {"id": "m1", "role": "user", "content": "我预算不超过五千。", "name": "Tim"}
+    assert "name" not in sent[1] and "name" not in sent[2]
+    await summ.aclose()
+
+
+async def test_extractive_summary_takes_named_messages() -> None:
+    named = [ChatMessage(i, r, c, "Tim" if r == "user" else None) for i, r, c in CONVERSATION]
+    assert await ExtractiveSummariser().summarise(named) == await ExtractiveSummariser().summarise(
+        CONVERSATION
+    )
