@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memstack import facts as fact_store
 from memstack import ledger
-from memstack.chunking import exchange_units, split_semantic
+from memstack.chunking import ChatMessage, exchange_units, split_semantic
 from memstack.db import guarded
 from memstack.embedders import Embedder
 from memstack.errors import SessionOwnershipError, ValidationError
@@ -30,7 +30,7 @@ from memstack.queue import Job
 from memstack.settings import Settings
 from memstack.summary import classify_topic, topic_code
 from memstack.vectorstores.base import VectorRecord, VectorStore
-from memstack.working_memory import ROLES
+from memstack.working_memory import ROLES, validate_name
 
 log = logging.getLogger("memstack.ingest")
 
@@ -63,8 +63,19 @@ def message_from_job(job: Job) -> LedgerMessage:
     validate_id("session_id", session_id)
     if role not in ROLES or not content.strip():
         raise ValidationError(f"malformed ingest job {job.entry_id}: role {role!r} / empty content")
+    try:
+        # Jobs queued before names existed have no "name"; "" also means none.
+        name = validate_name(f.get("name") or None)
+    except ValidationError as exc:
+        raise ValidationError(f"malformed ingest job {job.entry_id}: {exc}") from exc
     return LedgerMessage(
-        msg_id, user_id, session_id, role, content, datetime.fromtimestamp(ts_ms / 1000, tz=UTC)
+        msg_id,
+        user_id,
+        session_id,
+        role,
+        content,
+        datetime.fromtimestamp(ts_ms / 1000, tz=UTC),
+        name,
     )
 
 
@@ -132,7 +143,9 @@ class Ingestor:
         contexts = await self._session_contexts(messages)
         for m in messages:
             members = _unit_members(contexts[m.session_id], m)
-            unit = exchange_units([(x.msg_id, x.role, x.content) for x in members])[-1]
+            unit = exchange_units(
+                [ChatMessage(x.msg_id, x.role, x.content, x.name) for x in members]
+            )[-1]
             head = next(x for x in members if x.msg_id == unit.msg_ids[0])
             pieces = split_semantic(
                 unit.text,

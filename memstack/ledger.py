@@ -23,12 +23,21 @@ class LedgerMessage:
     role: str
     content: str
     created_at: datetime
+    # Last, with a default: positional construction from before names existed still works.
+    name: str | None = None
 
 
 def _from_row(row: MessageRow) -> LedgerMessage:
     return LedgerMessage(
-        row.msg_id, row.user_id, row.session_id, row.role, row.content, row.created_at
+        row.msg_id, row.user_id, row.session_id, row.role, row.content, row.created_at, row.name
     )
+
+
+def search_terms(m: LedgerMessage) -> str:
+    """The lexical index text: the author's name counts too, so "what did Tim say
+    about …" finds Tim's messages even when they never mention him."""
+    text = f"{m.name} {m.content}" if m.name else m.content
+    return " ".join(lexical_terms(text))
 
 
 def dialect_insert(session: AsyncSession, table: type[object]):  # type: ignore[no-untyped-def]
@@ -52,7 +61,8 @@ async def insert_messages(session: AsyncSession, messages: Sequence[LedgerMessag
                     "role": m.role,
                     "content": m.content,
                     "created_at": m.created_at,
-                    "search_terms": " ".join(lexical_terms(m.content)),
+                    "name": m.name,
+                    "search_terms": search_terms(m),
                 }
                 for m in messages
             ]

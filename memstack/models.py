@@ -70,6 +70,8 @@ class MessageRow(Base):
     role: Mapped[str] = mapped_column(String(16))
     content: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    # The author in a conversation of several people (OpenAI's ``name``); NULL for most.
+    name: Mapped[str | None] = mapped_column(String(64), nullable=True)
     # Space-joined lexical terms (jieba for Chinese), made client-side so PostgreSQL's
     # 'simple' full-text config can index Chinese; GIN index created in the migration.
     search_terms: Mapped[str] = mapped_column(Text, default="")

@@ -18,6 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memstack import ledger
+from memstack.chunking import ChatMessage
 from memstack.db import guarded
 from memstack.embedders import Embedder
 from memstack.errors import StoreUnavailable
@@ -78,7 +79,9 @@ class Summarizer:
             )
         if done is not None:
             return False
-        result = await self.summariser.summarise([(m.msg_id, m.role, m.content) for m in messages])
+        result = await self.summariser.summarise(
+            [ChatMessage(m.msg_id, m.role, m.content, m.name) for m in messages]
+        )
         content = result.model_dump(mode="json")
         now = datetime.now(UTC)
         async with self.sessions.begin() as s:

@@ -546,3 +546,98 @@ async def test_database_outage_keeps_jobs_pending(service_settings: Settings) ->
     finally:
         await dead.dispose()
         await mem.close()
+
+
+# --- author names -----------------------------------------------------------------------
+
+
+async def test_a_name_travels_from_remember_to_ledger_index_chunk_and_rebuilt_window(
+    mem: AsyncMemory,
+) -> None:
+    from memstack import ledger, lexical
+    from memstack.working_memory import WindowMessage
+
+    u, s = new_id("u"), new_id("s")
+    tim = await mem.remember(u, s, "user", "I moved to Lisbon last spring.", ts=T0, name="Tim")
+    reply = await mem.remember(u, s, "assistant", "Lisbon is lovely.", ts=T0 + timedelta(seconds=1))
+    joanna = await mem.remember(
+        u, s, "user", "I moved to Porto.", ts=T0 + timedelta(seconds=2), name=" Joanna "
+    )
+    report = await mem.drain(summarize=False)
+    assert report.processed == 3 and report.failed == 0
+
+    async with mem.sessions() as sess:
+        rows = {
+            r.msg_id: r
+            for r in await sess.scalars(select(MessageRow).where(MessageRow.user_id == u))
+        }
+        assert {m: rows[m].name for m in (tim, reply, joanna)} == {
+            tim: "Tim",
+            reply: None,
+            joanna: "Joanna",
+        }
+        assert "tim" in rows[tim].search_terms.split()
+        assert "tim" not in rows[joanna].search_terms.split()
+        # "What did Tim say" finds Tim's message although its text never names him.
+        hits = await lexical.search(sess, u, lexical.rewrite_query("Tim"))
+        assert [h.msg_id for h in hits] == [tim]
+        recent = await ledger.recent_messages(sess, u, s, 10)
+    assert [(m.msg_id, m.name) for m in recent] == [(tim, "Tim"), (reply, None), (joanna, "Joanna")]
+
+    store = await mem.memory_vectors()
+    [vec] = await mem.embedder.embed(["Lisbon"])
+    chunks = {h.id: h.text for h in await store.search(vec, scope={"user_id": u}, top_k=10)}
+    assert chunks[f"{tim}#0"] == "Tim: I moved to Lisbon last spring.\nassistant: Lisbon is lovely."
+    assert chunks[f"{joanna}#0"] == "Joanna: I moved to Porto."
+
+    # Redis loses the session; the window comes back from the ledger with its authors.
+    await mem.working.redis.delete(mem.working.keys.window(s), mem.working.keys.state(s))
+    rebuilt = [
+        WindowMessage(
+            m.msg_id, m.user_id, m.role, m.content, int(m.created_at.timestamp() * 1000), m.name
+        )
+        for m in recent
+    ]
+    assert await mem.working.rebuild_window(u, s, rebuilt)
+    assert [(m.msg_id, m.name) for m in await mem.window(u, s)] == [
+        (tim, "Tim"),
+        (reply, None),
+        (joanna, "Joanna"),
+    ]
+
+
+async def test_old_job_without_a_name_and_an_empty_name_are_ingested_unnamed(
+    mem: AsyncMemory,
+) -> None:
+    u, s = new_id("u"), new_id("s")
+    base = {"user_id": u, "session_id": s, "role": "user", "ts_ms": str(int(T0.timestamp() * 1000))}
+    # The fields a job had before names existed, and one with the "" of "no name".
+    await mem.working.redis.xadd(
+        mem.queue.stream, {**base, "msg_id": f"{s}:old", "content": "old job"}
+    )
+    await mem.working.redis.xadd(
+        mem.queue.stream, {**base, "msg_id": f"{s}:empty", "content": "empty name", "name": ""}
+    )
+    report = await mem.drain(summarize=False)
+    assert report.processed == 2 and report.failed == 0 and report.dead_lettered == 0
+    async with mem.sessions() as sess:
+        rows = list(await sess.scalars(select(MessageRow).where(MessageRow.user_id == u)))
+    assert sorted((r.msg_id, r.name) for r in rows) == [(f"{s}:empty", None), (f"{s}:old", None)]
+
+
+def test_a_job_with_a_bad_name_is_malformed() -> None:
+    from memstack.errors import ValidationError
+    from memstack.ingest import message_from_job
+    from memstack.queue import Job
+
+    fields = {
+        "msg_id": "s1:m1",
+        "user_id": "u1",
+        "session_id": "s1",
+        "role": "user",
+        "content": "hi",
+        "ts_ms": "1000",
+    }
+    assert message_from_job(Job("1-0", {**fields, "name": "Tim"})).name == "Tim"
+    with pytest.raises(ValidationError, match="1-0"):
+        message_from_job(Job("1-0", {**fields, "name": "Tim: the boss"}))

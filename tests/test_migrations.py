@@ -1,0 +1,105 @@
+"""Alembic migrations on a database that already holds data, on PostgreSQL and SQLite."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+from alembic import command
+
+from memstack import db
+from memstack.errors import SchemaMismatch
+from memstack.memory import AsyncMemory
+from memstack.settings import Settings
+from tests.conftest import PG_ADMIN_URL, make_settings
+
+T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def fresh_pg_settings(tmp_path: Path, pg_url: str) -> Iterator[Settings]:
+    """An empty PostgreSQL database of its own (``pg_url`` is already at head)."""
+    name = f"memstack_mig_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = f"{pg_url.rsplit('/', 1)[0]}/{name}"
+    yield make_settings(tmp_path, database_url=url, auto_migrate=False)
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def fresh_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
+    if request.param == "postgresql":
+        settings: Settings = request.getfixturevalue("fresh_pg_settings")
+        return settings
+    return make_settings(tmp_path, auto_migrate=False)
+
+
+def _columns(engine: sa.Engine) -> set[str]:
+    return {c["name"] for c in sa.inspect(engine).get_columns("memory_message")}
+
+
+def _insert(engine: sa.Engine, msg_id: str, **extra: str) -> None:
+    row = {
+        "msg_id": msg_id,
+        "user_id": "u1",
+        "session_id": "s1",
+        "role": "user",
+        "content": f"content of {msg_id}",
+        "created_at": T0,
+        "search_terms": "content",
+        **extra,
+    }
+    cols = ", ".join(row)
+    marks = ", ".join(f":{k}" for k in row)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"INSERT INTO memory_message ({cols}) VALUES ({marks})"), row)
+
+
+def _names(engine: sa.Engine) -> dict[str, str | None]:
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT msg_id, name FROM memory_message ORDER BY msg_id"))
+        return {r.msg_id: r.name for r in rows}
+
+
+async def test_0003_adds_the_name_column_to_a_filled_ledger_and_downgrade_drops_it(
+    fresh_settings: Settings,
+) -> None:
+    settings = fresh_settings
+    cfg = db.alembic_config(db.sync_url(settings))
+    engine = sa.create_engine(db.sync_url(settings))
+    try:
+        db.upgrade(settings, "0002")
+        assert "name" not in _columns(engine)
+        _insert(engine, "before")
+        # A server at 0002 is refused by a memstack that needs 0003, naming the fix.
+        with pytest.raises(SchemaMismatch, match="0003"):
+            await AsyncMemory.open(settings)
+
+        db.upgrade(settings)
+        assert "name" in _columns(engine)
+        _insert(engine, "after", name="Tim")
+        assert _names(engine) == {"after": "Tim", "before": None}
+        if engine.dialect.name == "postgresql":
+            # SQLite ignores VARCHAR lengths; PostgreSQL holds the column to 64 as well.
+            with pytest.raises(sa.exc.DBAPIError):
+                _insert(engine, "too-long", name="T" * 65)
+
+        command.downgrade(cfg, "0002")
+        assert "name" not in _columns(engine)
+        with engine.connect() as conn:
+            kept = conn.execute(sa.text("SELECT msg_id FROM memory_message ORDER BY msg_id"))
+            assert [r.msg_id for r in kept] == ["after", "before"]
+
+        db.upgrade(settings)
+        assert _names(engine) == {"after": None, "before": None}
+        mem = await AsyncMemory.open(settings)
+        await mem.close()
+    finally:
+        engine.dispose()
