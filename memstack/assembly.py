@@ -12,6 +12,7 @@ holding everything up to the history, the recent dialogue as turns, the input la
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -180,8 +181,13 @@ def render_fact(key: str, value: Any, source: str, labels: Labels) -> str:
     return f"- {name}{labels.colon}{format_value(value, labels)}{left}{how}{right}"
 
 
-def render_turn(role: str, content: str, labels: Labels) -> str:
-    return f"{labels.roles.get(role, role)}{labels.colon}{content.strip()}"
+def speaker(role: str, labels: Labels, name: str | None = None) -> str:
+    """``Tim：`` for a named author, else the role's label (``用户：`` / ``User: ``)."""
+    return f"{name or labels.roles.get(role, role)}{labels.colon}"
+
+
+def render_turn(role: str, content: str, labels: Labels, name: str | None = None) -> str:
+    return f"{speaker(role, labels, name)}{content.strip()}"
 
 
 def render_history(age_s: float, turns: Sequence[tuple[str, str]], labels: Labels) -> str:
@@ -249,6 +255,7 @@ def section_tokens(title: str | None, lines: Sequence[str]) -> int:
 class Turn:
     role: str
     content: str
+    name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -277,7 +284,7 @@ def assemble(
         "recent": Section(
             "recent",
             labels.recent,
-            tuple(render_turn(t.role, t.content, labels) for t in recent),
+            tuple(render_turn(t.role, t.content, labels, t.name) for t in recent),
         ),
         "input": Section("input", labels.input, (query,)),
     }
@@ -293,12 +300,20 @@ def assemble(
     return Assembled(text=text, messages=messages, sections=sections)
 
 
+# OpenAI accepts a message ``name`` only in this shape; another name goes into the content.
+_CHAT_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
 def _chat_turn(turn: Turn, labels: Labels) -> dict[str, str]:
     if turn.role in ("user", "assistant", "system"):
-        return {"role": turn.role, "content": turn.content}
+        if turn.name is None:
+            return {"role": turn.role, "content": turn.content}
+        if _CHAT_NAME.fullmatch(turn.name):
+            return {"role": turn.role, "name": turn.name, "content": turn.content}
+        return {"role": turn.role, "content": f"{turn.name}{labels.colon}{turn.content}"}
     # A chat "tool" message must answer a tool call id we no longer have; the assistant
     # role with a label keeps the content and stays valid for every endpoint.
     return {
         "role": "assistant",
-        "content": f"[{labels.roles.get(turn.role, turn.role)}] {turn.content}",
+        "content": f"[{turn.name or labels.roles.get(turn.role, turn.role)}] {turn.content}",
     }

@@ -249,7 +249,10 @@ def eval_(
         int | None, typer.Option(help="Tokens of related history (default 1000 / 2000).")
     ] = None,
     limit: Annotated[int | None, typer.Option(help="Conversations (LoCoMo) or questions.")] = None,
-    top_k: Annotated[int, typer.Option(help="Candidates per recall channel.")] = 50,
+    top_k: Annotated[
+        int | None,
+        typer.Option(help="Candidates per recall channel (default: sized to the budget)."),
+    ] = None,
     home: Annotated[
         Path | None, typer.Option(help="Embedded stores (default: a temp dir).")
     ] = None,

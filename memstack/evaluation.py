@@ -238,20 +238,20 @@ LOADERS: dict[str, Callable[[Path, str], Iterator[Conversation]]] = {
 # --- running -----------------------------------------------------------------------------------
 
 
-def eval_settings(base: Settings, *, semantic_budget: int, top_k: int) -> Settings:
-    """``base`` with the whole budget on related history and the pool set by ``top_k``."""
-    return base.model_copy(
-        update={
-            "share_window": 0.0,
-            "share_facts": 0.0,
-            "share_knowledge": 0.0,
-            "share_semantic": 1.0,
-            "vector_top_k": top_k,
-            # The token budget, not a count, decides how many snippets fit.
-            "vector_keep": 10_000,
-            "budget_tokens": max(semantic_budget, 1),
-        }
-    )
+def eval_settings(base: Settings, *, semantic_budget: int, top_k: int | None = None) -> Settings:
+    """``base`` with the whole budget on related history; ``top_k`` overrides the pool."""
+    update: dict[str, Any] = {
+        "share_window": 0.0,
+        "share_facts": 0.0,
+        "share_knowledge": 0.0,
+        "share_semantic": 1.0,
+        # The token budget, not a count, decides how many snippets fit.
+        "vector_keep": 10_000,
+        "budget_tokens": max(semantic_budget, 1),
+    }
+    if top_k is not None:
+        update["vector_top_k"] = top_k
+    return base.model_copy(update=update)
 
 
 ProgressFn = Callable[[str, int, int], None]
@@ -428,7 +428,7 @@ def run_cli(
     data: Path,
     semantic_budget: int | None,
     limit: int | None,
-    top_k: int,
+    top_k: int | None,
     home: Path | None,
 ) -> None:
     """``memstack eval``: progress while it runs, a table per category, JSON last."""
@@ -445,7 +445,7 @@ def run_cli(
         console.print(f"[red]error:[/red] dataset must be one of {sorted(LOADERS)}")
         raise typer.Exit(2)
     budget = semantic_budget or DEFAULT_BUDGETS[dataset]
-    if top_k <= 0:
+    if top_k is not None and top_k <= 0:
         console.print("[red]error:[/red] --top-k must be positive")
         raise typer.Exit(2)
     with tempfile.TemporaryDirectory(prefix="memstack-eval-") as tmp:
@@ -453,7 +453,8 @@ def run_cli(
             update={"home": home or Path(tmp)}
         )
         console.print(
-            f"[bold]{dataset}[/bold] {data}: semantic budget {budget} tokens, top-k {top_k}, "
+            f"[bold]{dataset}[/bold] {data}: semantic budget {budget} tokens, "
+            f"top-k {top_k or 'sized to the budget'}, "
             f"embedder {s.embedder}, vectors {s.vector_store}, "
             f"database {'PostgreSQL' if s.database_url else 'SQLite'}"
         )

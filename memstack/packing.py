@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memstack.assembly import Labels, Turn
+from memstack.assembly import Labels, Turn, speaker
 from memstack.budget import Fit, truncate_tokens
 from memstack.ranking import Candidate
 from memstack.tokens import line_tokens
@@ -48,7 +48,7 @@ def pack_window(
 ) -> tuple[list[tuple[int, str]], Fit]:
     """The newest turns that fit, kept contiguous: a gap in the middle of the recent
     dialogue would make it read wrong. If not even the latest turn fits, its beginning."""
-    heads = [f"{labels.roles.get(t.role, t.role)}{labels.colon}" for t in turns]
+    heads = [speaker(t.role, labels, t.name) for t in turns]
     used = line_tokens(labels.recent) if turns else 0
     chosen: list[tuple[int, str]] = []
     if turns and used < cap:

@@ -3,7 +3,9 @@
 Candidates are messages. Their relevance fuses the channels (two dense searches and
 BM25) by reciprocal rank; a message also inherits half the score of the message it
 answers (the answer to "what did you do at the picnic?" rarely says "picnic"); messages
-with almost no words are discounted. Recency halves every ``recency_half_life_days``
+with almost no words are discounted; when the question names an author of the
+candidates ("What books has Tim read?"), the other authors' messages count less.
+Recency halves every ``recency_half_life_days``
 before ``now``.
 
 The seed's score is ``0.7·relevance + 0.3·recency``. Added like that, recency lets a
@@ -17,11 +19,12 @@ stays near 0 however fresh it is. ``recency_blend="add"`` restores the sum.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from memstack.lexical import Rewrite
 from memstack.settings import Settings
+from memstack.snippets import contains_word
 from memstack.tokens import lexical_terms
 
 # Fusion constants, chosen on the LoCoMo dev split as a whole (docs/benchmarks.md).
@@ -33,6 +36,10 @@ ANSWER_PROPAGATION = 0.5
 # Messages with fewer lexical terms than this are discounted in proportion: "ok, see you!"
 # is almost never what a question is about.
 MIN_CONTENT_TERMS = 6
+# Factor on messages by another author when the question names one ("What books has Tim
+# read?" is about Tim's messages). Not 0: the other side's "Tim, you said…" can answer.
+# On LoCoMo dev: 0.5 → +0.023 evidence recall, 0.3 → +0.030, 0.1 → +0.019.
+OTHER_AUTHOR = 0.3
 
 
 def recency(age_s: float, half_life_days: float) -> float:
@@ -69,6 +76,7 @@ class Candidate:
     chunk_msg_ids: tuple[str, ...] = ()
     created_at: float | None = None
     role: str = "user"
+    name: str | None = None
     content: str | None = None
     prev_id: str | None = None
     fused: float = 0.0
@@ -90,8 +98,10 @@ def fuse(
     now_s: float,
     lengths: Mapping[str, int],
     time_intent: str | None = None,
+    query: str = "",
 ) -> list[Candidate]:
     """Score candidates in place and return them best first (see the module docstring)."""
+    named = named_authors(query, candidates.values())
     for c in candidates.values():
         c.fused = sum(CHANNEL_WEIGHTS.get(ch, 1.0) / (RRF_K + r) for ch, r in c.ranks.items())
         n_terms = lengths.get(c.msg_id)
@@ -101,6 +111,10 @@ def fuse(
     for c in candidates.values():
         if c.prev_id is not None and c.prev_id in base:
             c.fused += ANSWER_PROPAGATION * base[c.prev_id]
+    if named:
+        for c in candidates.values():
+            if c.name is not None and c.name.casefold() not in named:
+                c.fused *= OTHER_AUTHOR
     top = max((c.fused for c in candidates.values()), default=0.0) or 1.0
     w_rel, w_rec = settings.weight_relevance, settings.weight_recency
     if time_intent == "date":
@@ -118,3 +132,10 @@ def fuse(
         else:
             c.score = c.relevance * (w_rel + w_rec * c.recency)
     return sorted(candidates.values(), key=lambda c: (-c.score, c.msg_id))
+
+
+def named_authors(query: str, candidates: Iterable[Candidate]) -> set[str]:
+    """Authors of the candidates (casefolded) that the query names as a word."""
+    low = query.casefold()
+    authors = {c.name.casefold() for c in candidates if c.name}
+    return {a for a in authors if contains_word(low, a)}

@@ -82,6 +82,10 @@ T = TypeVar("T")
 # Candidates per channel never fall below this, whatever vector_top_k says: the budget,
 # not the pool, should decide what is kept.
 MIN_POOL = 20
+# ...and grow with the history's share of the budget, one per this many tokens: a pool
+# smaller than what the share can hold leaves it half empty (LoCoMo dev at 1000 tokens:
+# 0.746 evidence recall with 20 per channel, 0.760 with 40, 0.763 with 60).
+POOL_TOKENS = 20
 
 
 # Share of the score of the message a candidate answers (the one before it in its session).
@@ -211,7 +215,12 @@ class Recall:
             g.facts = await fact_store.current_facts(s, user_id)
             g.superseded = await fact_store.superseded_values(s, user_id)
 
-    async def _vector(self, g: _Gathered, user_id: str, queries: Mapping[str, str]) -> None:
+    def pool(self, total: int, reserved: int) -> int:
+        """Candidates per channel for a call with ``total`` tokens, ``reserved`` of them fixed."""
+        share = max(total - reserved, 0) * self.settings.share_semantic
+        return max(self.settings.vector_top_k, MIN_POOL, int(share) // POOL_TOKENS)
+
+    async def _vector(self, g: _Gathered, user_id: str, queries: Mapping[str, str], k: int) -> None:
         embedder = self._embedder()
         names = list(queries)
 
@@ -223,17 +232,14 @@ class Recall:
                 g.timings["embed"] = (time.perf_counter() - start) * 1000
 
         vectors_store, embedded = await asyncio.gather(self._vectors(), embed())
-        k = max(self.settings.vector_top_k, MIN_POOL)
         results = await asyncio.gather(
             *(vectors_store.search(vec, scope={"user_id": user_id}, top_k=k) for vec in embedded)
         )
         g.vector = dict(zip(names, results, strict=True))
 
-    async def _lexical(self, g: _Gathered, user_id: str, rewrite: Rewrite) -> None:
+    async def _lexical(self, g: _Gathered, user_id: str, rewrite: Rewrite, k: int) -> None:
         async with self.sessions() as s:
-            g.lexical = await lexical.search(
-                s, user_id, rewrite, limit=max(self.settings.vector_top_k, MIN_POOL)
-            )
+            g.lexical = await lexical.search(s, user_id, rewrite, limit=k)
 
     async def _rows(self, user_id: str, msg_ids: Sequence[str]) -> dict[str, _Row]:
         """Ledger rows of the candidates, each with the id of the message before it."""
@@ -312,11 +318,12 @@ class Recall:
         if second is not None:
             queries["vector_rewrite"] = second
 
+        pool = self.pool(total, reserved)
         tasks: list[Awaitable[Any]] = [
             self._guarded(g, "window", self._window(g, user_id, session_id), None),
             self._guarded(g, "facts", self._facts(g, user_id), None),
-            self._guarded(g, "vector", self._vector(g, user_id, queries), None),
-            self._guarded(g, "lexical", self._lexical(g, user_id, rewrite), None),
+            self._guarded(g, "vector", self._vector(g, user_id, queries, pool), None),
+            self._guarded(g, "lexical", self._lexical(g, user_id, rewrite, pool), None),
         ]
         if self.knowledge is not None:
             tasks.append(self._knowledge(g, user_id, session_id, query, locale))

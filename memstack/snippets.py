@@ -43,7 +43,8 @@ def _numbers(text: str) -> set[float]:
     return found
 
 
-def _contains_word(text: str, word: str) -> bool:
+def contains_word(text: str, word: str) -> bool:
+    """``word`` in lower-cased ``text`` as a whole word (Latin) or a substring (CJK)."""
     w = word.strip().casefold()
     if len(w) < 2:
         return False
@@ -85,12 +86,12 @@ def stale_key(
                     {str(v).casefold() for v in now_value} if isinstance(now_value, list) else set()
                 )
                 for item in old:
-                    if str(item).casefold() not in still and _contains_word(low, str(item)):
+                    if str(item).casefold() not in still and contains_word(low, str(item)):
                         return key
             elif isinstance(old, str) and (spec is None or spec.kind != "money"):
                 if isinstance(now_value, str) and now_value.casefold() == old.casefold():
                     continue
-                if _contains_word(low, old):
+                if contains_word(low, old):
                     return key
     return None
 

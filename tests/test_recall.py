@@ -332,6 +332,40 @@ class SlowStore:
         pass
 
 
+class RecordingStore(SlowStore):
+    """Remembers the pool size each search asked for."""
+
+    def __init__(self, inner: VectorStore) -> None:
+        super().__init__(inner, 0.0)
+        self.top_ks: list[int] = []
+
+    async def search(
+        self,
+        vector: Sequence[float],
+        *,
+        scope: Mapping[str, MetaValue],
+        top_k: int,
+        where: Mapping[str, MetaValue] | None = None,
+    ) -> list[VectorHit]:
+        self.top_ks.append(top_k)
+        return await super().search(vector, scope=scope, top_k=top_k, where=where)
+
+
+async def test_the_candidate_pool_grows_with_the_history_budget(mem: AsyncMemory) -> None:
+    user, session = new_id("u"), new_id("s")
+    await tell(mem, user, session, SCRIPT_EN, NOW - DAY)
+    store = RecordingStore(await mem.memory_vectors())
+    settings = mem.settings.model_copy(update={"share_semantic": 0.5, "share_window": 0.15})
+    recall = recall_over(mem, vectors=store, settings=settings)
+    small = await recall.context(user, session, "What is my budget?", budget_tokens=300, now=NOW)
+    assert set(store.top_ks) == {settings.vector_top_k}  # 20 is the floor
+    store.top_ks.clear()
+    large = await recall.context(user, session, "What is my budget?", budget_tokens=8000, now=NOW)
+    expected = int((8000 - recall.reserved_tokens("What is my budget?")) * 0.5) // 20
+    assert expected > settings.vector_top_k and set(store.top_ks) == {expected}
+    assert small.tokens <= 300 and large.tokens <= 8000
+
+
 class SlowWorking(WorkingMemory):
     delay_s = 0.0
 
@@ -485,6 +519,24 @@ def test_a_when_question_ignores_recency(tmp_path: Path) -> None:
     assert ranked("date") == ["old", "new"]  # "when did…" ranks by relevance alone
 
 
+def test_a_named_author_s_messages_come_first(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+
+    def ranked(query: str) -> list[str]:
+        cands = {
+            "jo": Candidate("jo", ranks={"vector": 1}, name="Joanna", created_at=NOW.timestamp()),
+            "tim": Candidate("tim", ranks={"vector": 3}, name="Tim", created_at=NOW.timestamp()),
+            "anon": Candidate("anon", ranks={"vector": 2}, created_at=NOW.timestamp()),
+        }
+        out = fuse(cands, settings=settings, now_s=NOW.timestamp(), lengths={}, query=query)
+        return [c.msg_id for c in out]
+
+    assert ranked("What books has Tim read?") == ["anon", "tim", "jo"]
+    assert ranked("what books has tim read") == ["anon", "tim", "jo"]  # any case
+    assert ranked("What books have Timothy and Jo read?") == ["jo", "anon", "tim"]  # words only
+    assert ranked("What did Tim and Joanna read?") == ["jo", "anon", "tim"]  # both: no change
+
+
 def test_recency_reorders_relevant_items_without_promoting_weak_ones(tmp_path: Path) -> None:
     old = (NOW - 300 * DAY).timestamp()
 
@@ -503,6 +555,7 @@ def test_recency_reorders_relevant_items_without_promoting_weak_ones(tmp_path: P
 
 def test_window_packing_keeps_the_newest_contiguous_turns_and_cuts_a_huge_one() -> None:
     from memstack.assembly import EN, Turn
+
     turns = [Turn("user", "first question " * 3), Turn("assistant", "short"), Turn("user", "last")]
     chosen, fit = pack_window(EN, turns, 14)
     assert [i for i, _ in chosen] == [1, 2] and not fit.complete and fit.used <= 14
