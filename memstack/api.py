@@ -222,7 +222,13 @@ v1 = APIRouter(prefix="/v1", responses=ERRORS)
 async def remember(user_id: str, session_id: str, body: RememberIn, mem: Memory) -> RememberOut:
     """Record one message (the synchronous write path: window, state, ingest job)."""
     msg_id = await mem.remember(
-        user_id, session_id, body.role, body.content, msg_id=body.msg_id, ts=body.ts
+        user_id,
+        session_id,
+        body.role,
+        body.content,
+        msg_id=body.msg_id,
+        ts=body.ts,
+        name=body.name,
     )
     return RememberOut(msg_id=msg_id)
 

@@ -85,11 +85,18 @@ async def remember(
     msg_id: Annotated[
         str | None, Field(description="Idempotency key: a retry with the same one is a no-op.")
     ] = None,
+    name: Annotated[
+        str | None,
+        Field(
+            description="Who said it, when several people share the conversation "
+            "(OpenAI's message name): 1-64 characters, no line break or colon."
+        ),
+    ] = None,
 ) -> RememberOut:
     """Record one message of a conversation in memory; returns its stored id."""
     with _as_tool_errors():
         stored = await _served(ctx).memory.remember(
-            user_id, session_id, role, content, msg_id=msg_id
+            user_id, session_id, role, content, msg_id=msg_id, name=name
         )
     return RememberOut(msg_id=stored)
 

@@ -34,6 +34,11 @@ class RememberIn(BaseModel):
     ts: AwareDatetime | None = Field(
         default=None, description="When it was said (ISO 8601 with offset, or epoch seconds)."
     )
+    name: str | None = Field(
+        default=None,
+        description="The author, as OpenAI's message `name`: tells the people of a "
+        "conversation apart. 1-64 characters, no line break or colon.",
+    )
 
 
 class RememberOut(BaseModel):
@@ -45,10 +50,13 @@ class MessageOut(BaseModel):
     role: str
     content: str
     ts: datetime
+    name: str | None = Field(default=None, description="The author, when one was given.")
 
     @classmethod
     def of(cls, m: WindowMessage) -> MessageOut:
-        return cls(msg_id=m.msg_id, role=m.role, content=m.content, ts=from_ms(m.ts_ms))
+        return cls(
+            msg_id=m.msg_id, role=m.role, content=m.content, ts=from_ms(m.ts_ms), name=m.name
+        )
 
 
 class WindowOut(BaseModel):

@@ -154,6 +154,24 @@ async def test_retry_with_the_same_msg_id_writes_once(
     assert len(window) == 1 and window[0]["ts"] == "2025-03-01T02:00:00Z"
 
 
+async def test_a_named_message_keeps_its_author_in_the_window(
+    embedded_api: tuple[httpx.AsyncClient, AsyncMemory],
+) -> None:
+    client, _ = embedded_api
+    user, session = new_id("u"), new_id("s")
+    url = session_url(user, session, "messages")
+    named = await client.post(
+        url, json={"role": "user", "content": "I'm in Lisbon", "name": " Tim "}
+    )
+    assert named.status_code == 201, named.text
+    await client.post(url, json={"role": "assistant", "content": "Nice."})
+    window = (await client.get(url)).json()["messages"]
+    assert [(m["content"], m["name"]) for m in window] == [
+        ("I'm in Lisbon", "Tim"),
+        ("Nice.", None),
+    ]
+
+
 async def test_state_and_large_values_behind_a_ref(
     service_api: tuple[httpx.AsyncClient, AsyncMemory],
 ) -> None:
@@ -187,6 +205,11 @@ async def test_state_and_large_values_behind_a_ref(
         ("u1", "s1", {"role": "boss", "content": "hi"}, "InvalidContent", "role"),
         ("u1", "s1", {"role": "user", "content": "hi", "msg_id": "a#b"}, "InvalidId", "msg_id"),
         ("u1", "s1", {"role": "user"}, "ValidationError", "body.content"),
+        ("u1", "s1", {"role": "user", "content": "hi", "name": " "}, "InvalidContent", "name"),
+        ("u1", "s1", {"role": "user", "content": "hi", "name": "T" * 65}, "InvalidContent", "64"),
+        ("u1", "s1", {"role": "user", "content": "hi", "name": "Ti\nm"}, "InvalidContent", "name"),
+        ("u1", "s1", {"role": "user", "content": "hi", "name": "Dr: T"}, "InvalidContent", "':'"),
+        ("u1", "s1", {"role": "user", "content": "hi", "name": 42}, "ValidationError", "body.name"),
         (
             "u1",
             "s1",

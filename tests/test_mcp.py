@@ -105,6 +105,27 @@ async def test_remember_returns_the_scoped_id_and_is_idempotent(
     assert context.count("hi") == 1
 
 
+async def test_remember_takes_an_author_name(service_settings: Settings) -> None:
+    user, session = new_id("u"), new_id("s")
+    args = {"user_id": user, "session_id": session, "role": "user"}
+    async with connect(service_settings) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        await ok(client, "remember", **args, content="I'm in Lisbon", name="Tim")
+        await ok(client, "remember", **args, content="Me too")
+        bad = await call(client, "remember", **args, content="x", name="Tim: Jo")
+    assert "name" in tools["remember"].input_schema["properties"]
+    assert "name" not in tools["remember"].input_schema["required"]
+    assert bad.is_error and "InvalidContent" in text_of(bad) and "name" in text_of(bad)
+    async with await AsyncMemory.open(service_settings) as mem:
+        window = await mem.window(user, session)
+        await mem.working.redis.delete(
+            mem.working.keys.window(session),
+            mem.working.keys.state(session),
+            mem.working.keys.ingest_stream(),
+        )
+    assert [(m.content, m.name) for m in window] == [("I'm in Lisbon", "Tim"), ("Me too", None)]
+
+
 async def test_errors_reach_the_model_by_name_and_write_nothing(
     embedded_settings: Settings,
 ) -> None:
