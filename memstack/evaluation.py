@@ -43,6 +43,7 @@ class Message:
     role: str
     content: str
     ts: datetime
+    name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -130,8 +131,8 @@ def _locomo_time(text: str) -> datetime:
 
 
 def locomo(path: Path, run_id: str) -> Iterator[Conversation]:
-    """LoCoMo: speaker A plays the user, speaker B the assistant; content keeps the
-    speaker's name (the questions name people) and the caption of a shared image."""
+    """LoCoMo: speaker A plays the user, speaker B the assistant, each message named by
+    its speaker (the questions name people); content keeps the caption of a shared image."""
     for sample in _load_json(path):
         conv = sample["conversation"]
         speaker_a = conv["speaker_a"]
@@ -145,12 +146,12 @@ def locomo(path: Path, run_id: str) -> Iterator[Conversation]:
             sid = f"{user_id}-s{n}"
             msgs = []
             for i, turn in enumerate(conv[f"session_{n}"]):
-                content = f"{turn['speaker']}: {turn['text']}"
+                content = turn["text"]
                 if turn.get("blip_caption"):
                     content += f" [shares {turn['blip_caption']}]"
                 role = "user" if turn["speaker"] == speaker_a else "assistant"
                 ts = start + timedelta(seconds=TURN_SPACING_S * i)
-                msgs.append(Message(turn["dia_id"], role, content, ts))
+                msgs.append(Message(turn["dia_id"], role, content, ts, turn["speaker"]))
                 stored[turn["dia_id"]] = scoped_msg_id(sid, turn["dia_id"])
                 last = ts
             sessions.append(Session(sid, tuple(msgs)))
@@ -261,7 +262,13 @@ async def ingest(mem: AsyncMemory, conv: Conversation) -> None:
     for session in conv.sessions:
         for m in session.messages:
             await mem.remember(
-                conv.user_id, session.session_id, m.role, m.content, msg_id=m.caller_id, ts=m.ts
+                conv.user_id,
+                session.session_id,
+                m.role,
+                m.content,
+                msg_id=m.caller_id,
+                ts=m.ts,
+                name=m.name,
             )
     # Summaries would only add summary chunks, which recall does not quote.
     await mem.drain(summarize=False)

@@ -100,6 +100,7 @@ class _Row:
     content: str
     created_at: float
     prev_id: str | None
+    name: str | None
 
 
 # --- the read path ---------------------------------------------------------------------------
@@ -266,12 +267,13 @@ class Recall:
             MessageRow.role,
             MessageRow.content,
             MessageRow.created_at,
+            MessageRow.name,
             prev_id.label("prev_id"),
         ).where(MessageRow.user_id == user_id, MessageRow.msg_id.in_(list(msg_ids)))
         async with self.sessions() as s:
             rows = (await s.execute(stmt)).all()
         return {
-            r.msg_id: _Row(r.msg_id, r.role, r.content, r.created_at.timestamp(), r.prev_id)
+            r.msg_id: _Row(r.msg_id, r.role, r.content, r.created_at.timestamp(), r.prev_id, r.name)
             for r in rows
         }
 
@@ -406,11 +408,12 @@ class Recall:
         for m, c in candidates.items():
             row = rows.get(m)
             if row is not None:
-                c.role, c.content, c.created_at, c.prev_id = (
+                c.role, c.content, c.created_at, c.prev_id, c.name = (
                     row.role,
                     row.content,
                     row.created_at,
                     row.prev_id,
+                    row.name,
                 )
                 # Only short messages can fall under the discount; skip segmenting the rest.
                 lengths[m] = (
@@ -419,7 +422,12 @@ class Recall:
                     else MIN_CONTENT_TERMS
                 )
         ranked = fuse(
-            candidates, settings=s, now_s=now_s, lengths=lengths, time_intent=rewrite.time_intent
+            candidates,
+            settings=s,
+            now_s=now_s,
+            lengths=lengths,
+            time_intent=rewrite.time_intent,
+            query=query,
         )
         current_values = {f.key: f.value for f in g.facts}
         eligible: list[Candidate] = []
@@ -436,7 +444,7 @@ class Recall:
             c.header = age_header(age, labels)
             # Without its ledger row, the unit's chunk text already reads "role: content".
             c.body = (
-                render_turn(c.role, c.text, labels)
+                render_turn(c.role, c.text, labels, c.name)
                 if c.content is not None
                 else c.text.replace("\n", "\n  ")
             )
@@ -479,7 +487,7 @@ class Recall:
         fact_lines = [(f, render_fact(f.key, f.value, f.source, labels)) for f in g.facts]
         knowledge_items = list(getattr(g.knowledge, "items", ()) or ())
         knowledge_lines = [_knowledge_line(i, labels) for i in knowledge_items]
-        window_turns = [Turn(m.role, m.content) for m in window]
+        window_turns = [Turn(m.role, m.content, m.name) for m in window]
 
         packs: dict[str, Any] = {}
 
@@ -583,7 +591,10 @@ class Recall:
             facts=[fact_lines[i][1] for i in sorted(fact_kept)],
             knowledge=[knowledge_lines[i] for i in sorted(knowledge_kept)],
             history=history,
-            recent=[Turn(window[i].role, text) for i, text in sorted(window_kept.items())],
+            recent=[
+                Turn(window[i].role, text, window[i].name)
+                for i, text in sorted(window_kept.items())
+            ],
             query=query,
         )
         tokens = count_tokens(assembled.text)
@@ -704,7 +715,7 @@ def _epoch_s(now: datetime | float | None) -> float:
 
 def _window_message(m: ledger.LedgerMessage) -> WindowMessage:
     return WindowMessage(
-        m.msg_id, m.user_id, m.role, m.content, int(m.created_at.timestamp() * 1000)
+        m.msg_id, m.user_id, m.role, m.content, int(m.created_at.timestamp() * 1000), m.name
     )
 
 

@@ -35,6 +35,7 @@ from memstack.working_memory import WindowMessage, WorkingMemory
 from tests.conftest import make_settings, new_id
 
 DAY = timedelta(days=1)
+MINUTE = timedelta(minutes=1)
 NOW = datetime(2025, 3, 10, 12, tzinfo=UTC)
 
 
@@ -535,6 +536,32 @@ def test_a_named_author_s_messages_come_first(tmp_path: Path) -> None:
     assert ranked("what books has tim read") == ["anon", "tim", "jo"]  # any case
     assert ranked("What books have Timothy and Jo read?") == ["jo", "anon", "tim"]  # words only
     assert ranked("What did Tim and Joanna read?") == ["jo", "anon", "tim"]  # both: no change
+
+
+async def test_named_authors_are_shown_and_preferred(mem: AsyncMemory) -> None:
+    user, old, now_s = new_id("u"), new_id("s"), new_id("s")
+    lines = [
+        ("user", "Ann", "I finally read a fantasy novel about dragons last month."),
+        ("assistant", "Bob", "I read a fantasy novel too, one about a wizard school."),
+        ("user", "Ann", "We should swap books sometime."),
+        ("assistant", "Bob", "Deal! I also started painting landscapes on weekends."),
+    ]
+    ids = [
+        await mem.remember(user, old, role, text, name=name, ts=NOW - 30 * DAY + i * MINUTE)
+        for i, (role, name, text) in enumerate(lines)
+    ]
+    await mem.remember(user, now_s, "user", "hello again", name="Ann", ts=NOW - MINUTE)
+    await mem.drain(summarize=False)
+    result = await mem.context(
+        user, now_s, "Which fantasy novel did Bob read?", now=NOW, locale="en"
+    )
+    kept = [m for m in result.kept("semantic")]
+    assert kept and kept[0].msg_ids == (ids[1],)  # Bob's novel before Ann's
+    history = result.sections["history"].lines
+    assert any("Bob: I read a fantasy novel" in line for line in history)
+    assert not any("Assistant: Bob" in line or "assistant: Bob" in line for line in history)
+    recent = [m for m in result.messages if m.get("name") == "Ann"]
+    assert recent and recent[0] == {"role": "user", "name": "Ann", "content": "hello again"}
 
 
 def test_recency_reorders_relevant_items_without_promoting_weak_ones(tmp_path: Path) -> None:
