@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from memstack.embedders import HashingEmbedder
-from memstack.errors import SchemaMismatch, StoreUnavailable, ValidationError
+from memstack.errors import ConfigError, SchemaMismatch, StoreUnavailable, ValidationError
 from memstack.settings import load_settings
-from memstack.vectorstores.base import VectorRecord, VectorStore
+from memstack.vectorstores.base import VectorHit, VectorRecord, VectorStore
 from memstack.vectorstores.chroma import ChromaStore
 from memstack.vectorstores.factory import build_kb_store, build_memory_store
 from memstack.vectorstores.qdrant import QdrantStore, point_id
@@ -330,6 +330,165 @@ async def test_chroma_server_that_went_away_is_store_unavailable(
     await asyncio.to_thread(doomed_chroma_server.stop)
     with pytest.raises(StoreUnavailable):
         await store.search(unit(random.Random(13)), scope={"user_id": "alice"}, top_k=5)
+
+
+# --- Chroma: brute force for small scopes ------------------------------------------------
+
+MakeChroma = Callable[[int], Awaitable[ChromaStore]]
+
+
+@pytest.fixture(params=["chroma-embedded", "chroma-server"])
+async def make_chroma(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MakeChroma]:
+    """Stores on one collection that differ only in ``brute_force_max``."""
+    server = request.getfixturevalue("chroma_server") if request.param == "chroma-server" else None
+    collection = f"t{uuid.uuid4().hex[:12]}_memory"
+    opened: list[ChromaStore] = []
+
+    async def make(brute_force_max: int) -> ChromaStore:
+        location: dict[str, Any] = {"url": server} if server else {"path": tmp_path / "c"}
+        store = await ChromaStore.open(
+            collection, model_version="m", dim=DIM, brute_force_max=brute_force_max, **location
+        )
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        await store.close()
+
+
+def same_hits(a: list[VectorHit], b: list[VectorHit]) -> None:
+    assert [h.id for h in a] == [h.id for h in b]
+    assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
+    assert [h.text for h in a] == [h.text for h in b]
+    assert [dict(h.metadata) for h in a] == [dict(h.metadata) for h in b]
+
+
+async def test_chroma_brute_force_and_hnsw_agree(make_chroma: MakeChroma) -> None:
+    # alice (40 vectors) is below the threshold of 100, bob (150) above it.
+    threshold = await make_chroma(100)
+    hnsw = await make_chroma(0)
+    brute = await make_chroma(10_000)
+    rng = random.Random(20)
+
+    def vector() -> list[float]:
+        # Not unit length: cosine must normalise, as Chroma's space does.
+        length = rng.uniform(0.1, 10)
+        return [x * length for x in unit(rng)]
+
+    await threshold.upsert(
+        [record(f"a{i}", vector(), "alice", role="user", turn=i) for i in range(40)]
+        + [record(f"b{i}", vector(), "bob", role="user", turn=i) for i in range(150)]
+    )
+    for user in ("alice", "bob"):
+        for top_k in (1, 10, 200):
+            for _ in range(5):
+                q = vector()
+                expected = await hnsw.search(q, scope={"user_id": user}, top_k=top_k)
+                assert len(expected) == min(top_k, 40 if user == "alice" else 150)
+                same_hits(await threshold.search(q, scope={"user_id": user}, top_k=top_k), expected)
+                same_hits(await brute.search(q, scope={"user_id": user}, top_k=top_k), expected)
+    # bob went to HNSW on the threshold store, and is remembered as too large for a get.
+    assert threshold._large_scopes == {(("user_id", "bob"),)}
+    assert brute._large_scopes == set()
+
+
+async def test_chroma_brute_force_never_returns_another_users_vectors(
+    make_chroma: MakeChroma,
+) -> None:
+    store = await make_chroma(50)
+    rng = random.Random(21)
+    records = [
+        record(f"{user}{i}", unit(rng), user)
+        for user in ("alice", "bob", "carol")
+        for i in range(20)
+    ]
+    await store.upsert(records)
+    for target in records:
+        for user in ("alice", "bob", "carol"):
+            hits = await store.search(target.vector, scope={"user_id": user}, top_k=100)
+            assert len(hits) == 20
+            assert all(h.id.startswith(user) and h.metadata["user_id"] == user for h in hits)
+            if target.metadata["user_id"] == user:
+                assert hits[0].id == target.id
+                assert hits[0].score == pytest.approx(1.0, abs=1e-5)
+    assert await store.search(unit(rng), scope={"user_id": "mallory"}, top_k=10) == []
+    assert store._large_scopes == set()
+
+
+async def test_chroma_brute_force_honours_where(make_chroma: MakeChroma) -> None:
+    # bob's 60 vectors exceed the threshold of 30, but those matching the where do not:
+    # the where is part of what the brute-force get selects.
+    store = await make_chroma(30)
+    hnsw = await make_chroma(0)
+    rng = random.Random(22)
+    await store.upsert(
+        [
+            record(f"a{i}", unit(rng), "alice", role="user" if i % 2 else "assistant", weight=0.5)
+            for i in range(20)
+        ]
+        + [
+            record(f"b{i}", unit(rng), "bob", role="user", pinned=i % 6 == 0, chunk_idx=i % 3)
+            for i in range(60)
+        ]
+    )
+    cases: list[tuple[str, dict[str, Any], list[str]]] = [
+        ("alice", {"role": "user"}, [f"a{i}" for i in range(1, 20, 2)]),
+        ("alice", {"role": "user", "weight": 0.5}, [f"a{i}" for i in range(1, 20, 2)]),
+        ("alice", {"weight": 0.25}, []),
+        ("bob", {"pinned": True}, [f"b{i}" for i in range(0, 60, 6)]),
+        ("bob", {"chunk_idx": 2}, [f"b{i}" for i in range(2, 60, 3)]),
+        ("alice", {"user_id": "bob"}, []),
+    ]
+    for user, where, expected_ids in cases:
+        q = unit(rng)
+        hits = await store.search(q, scope={"user_id": user}, where=where, top_k=50)
+        assert sorted(h.id for h in hits) == sorted(expected_ids)
+        assert all(h.metadata["user_id"] == user for h in hits)
+        same_hits(hits, await hnsw.search(q, scope={"user_id": user}, where=where, top_k=50))
+    assert store._large_scopes == set()
+    # Without the where, bob is too large and takes the HNSW path.
+    q = unit(rng)
+    same_hits(
+        await store.search(q, scope={"user_id": "bob"}, top_k=5),
+        await hnsw.search(q, scope={"user_id": "bob"}, top_k=5),
+    )
+    assert store._large_scopes == {(("user_id", "bob"),)}
+
+
+async def test_chroma_scope_shrunk_by_delete_goes_back_to_brute_force(
+    make_chroma: MakeChroma,
+) -> None:
+    store = await make_chroma(10)
+    hnsw = await make_chroma(0)
+    rng = random.Random(23)
+    await store.upsert([record(f"a{i}", unit(rng), "alice") for i in range(15)])
+    q = unit(rng)
+    same_hits(
+        await store.search(q, scope={"user_id": "alice"}, top_k=15),
+        await hnsw.search(q, scope={"user_id": "alice"}, top_k=15),
+    )
+    assert store._large_scopes == {(("user_id", "alice"),)}
+
+    await store.delete(scope={"user_id": "alice"}, ids=[f"a{i}" for i in range(10)])
+    assert store._large_scopes == set()
+    hits = await store.search(q, scope={"user_id": "alice"}, top_k=15)
+    assert sorted(h.id for h in hits) == [f"a{i}" for i in range(10, 15)]
+    same_hits(hits, await hnsw.search(q, scope={"user_id": "alice"}, top_k=15))
+    assert store._large_scopes == set()
+
+
+@pytest.mark.parametrize("brute_force_max", [0, 1, 2000])
+async def test_chroma_empty_collection_on_either_path(
+    make_chroma: MakeChroma, brute_force_max: int
+) -> None:
+    store = await make_chroma(brute_force_max)
+    assert await store.search(unit(random.Random(24)), scope={"user_id": "a"}, top_k=5) == []
+
+
+def test_chroma_negative_brute_force_max_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="brute_force_max"):
+        ChromaStore("agent_memory", model_version="m", dim=DIM, path=tmp_path, brute_force_max=-1)
 
 
 # --- Qdrant specifics ---------------------------------------------------------------------

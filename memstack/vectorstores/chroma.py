@@ -2,6 +2,11 @@
 
 Embedded (``PersistentClient`` on a folder) or a ``chroma run`` server (``HttpClient``).
 The client is synchronous, so every call runs in a worker thread.
+
+Chroma's HNSW query with a metadata filter is slow when the filter is selective: a
+``user_id`` that owns 100 of 100,000 vectors costs tens of milliseconds, far more than
+reading those 100 vectors. So :meth:`ChromaStore.search` scores a small scope by brute
+force and keeps the HNSW query for scopes of more than ``brute_force_max`` vectors.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
+
+import numpy as np
 
 from memstack.errors import ConfigError
 from memstack.vectorstores.base import MetaValue, VectorHit, VectorRecord
@@ -31,6 +38,14 @@ VERSION_KEY = "memstack_model_version"
 DIM_KEY = "memstack_dim"
 # Chroma rejects larger batches (its limit is ~5k on SQLite); stay well below it.
 UPSERT_BATCH = 1000
+# Largest scope scored by brute force; see docs/benchmarks.md ("Read path: latency")
+# for the measurement behind it. 0 always uses the HNSW query.
+BRUTE_FORCE_MAX = 2000
+# Bound on the remembered large scopes, so a store serving many users cannot grow it
+# without limit; forgetting only costs one more probe per scope.
+LARGE_SCOPES_MAX = 10_000
+
+Pairs = tuple[tuple[str, MetaValue], ...]
 
 
 def _where(pairs: list[tuple[str, MetaValue]]) -> dict[str, Any]:
@@ -59,12 +74,21 @@ class ChromaStore:
         dim: int,
         path: str | Path | None = None,
         url: str | None = None,
+        brute_force_max: int = BRUTE_FORCE_MAX,
     ) -> None:
         if (path is None) == (url is None):
             raise ConfigError("ChromaStore needs exactly one of path or url")
+        if brute_force_max < 0:
+            raise ConfigError(f"brute_force_max must be >= 0, got {brute_force_max}")
         self.collection_name = collection
         self.model_version = model_version
         self.dim = dim
+        self.brute_force_max = brute_force_max
+        # Filters seen to match more than brute_force_max vectors: their searches go
+        # straight to HNSW instead of paying for a get that would be thrown away. Only
+        # speed depends on it, never results, so a stale entry (a scope that shrank,
+        # e.g. through another client) is harmless.
+        self._large_scopes: set[Pairs] = set()
         self._path = Path(path) if path is not None else None
         self._url = url
         self._client: Any = None
@@ -80,9 +104,17 @@ class ChromaStore:
         dim: int,
         path: str | Path | None = None,
         url: str | None = None,
+        brute_force_max: int = BRUTE_FORCE_MAX,
     ) -> ChromaStore:
         """Connect and create or check the collection now, rather than on first use."""
-        store = cls(collection, model_version=model_version, dim=dim, path=path, url=url)
+        store = cls(
+            collection,
+            model_version=model_version,
+            dim=dim,
+            path=path,
+            url=url,
+            brute_force_max=brute_force_max,
+        )
         await store.ensure_open()
         return store
 
@@ -179,23 +211,74 @@ class ChromaStore:
         query = check_vector(vector, self.dim)
         await self.ensure_open()
         collection = self._collection
+        key = tuple(pairs)
+        flt = _where(pairs)
 
-        def work() -> dict[str, Any]:
-            try:
-                result: dict[str, Any] = collection.query(
-                    query_embeddings=[query],
-                    n_results=top_k,
-                    where=_where(pairs),
-                    include=["documents", "metadatas", "distances"],
-                )
-            except Exception:
-                # Some Chroma versions raise when n_results exceeds an empty index.
-                if collection.count() == 0:
-                    return {}
-                raise
-            return result
+        def work() -> list[VectorHit]:
+            if self.brute_force_max and key not in self._large_scopes:
+                hits = self._brute_force(collection, query, flt, top_k)
+                if hits is not None:
+                    return hits
+                if len(self._large_scopes) >= LARGE_SCOPES_MAX:
+                    self._large_scopes.clear()
+                self._large_scopes.add(key)
+            return self._hnsw(collection, query, flt, top_k)
 
-        result = await self._run(work, "search")
+        return await self._run(work, "search")
+
+    def _brute_force(
+        self, collection: Any, query: list[float], flt: dict[str, Any], top_k: int
+    ) -> list[VectorHit] | None:
+        """Exact cosine top ``top_k`` of the vectors matching ``flt``, or None when more
+        than ``brute_force_max`` match. Same scores as :meth:`_hnsw` up to float error."""
+        limit = self.brute_force_max
+        # Embeddings only: documents and metadata cost more to read than the vectors,
+        # and only top_k rows need them.
+        got = collection.get(where=flt, include=["embeddings"], limit=limit + 1)
+        ids: list[str] = got["ids"]
+        if len(ids) > limit:
+            return None
+        if not ids:
+            return []
+        matrix = np.asarray(got["embeddings"], dtype=np.float64)
+        q = np.asarray(query, dtype=np.float64)
+        norms = np.linalg.norm(matrix, axis=1) * np.linalg.norm(q)
+        # The collection's space is cosine (see _open_collection), in which a zero
+        # vector is at distance 1, i.e. similarity 0.
+        sims = (matrix @ q) / np.where(norms > 0, norms, 1.0)
+        order = np.argsort(-sims, kind="stable")[:top_k]
+        top = [ids[i] for i in order]
+        # The filter again: a row re-upserted into another scope since the first get
+        # must not come back with its new owner's text.
+        rows = collection.get(ids=top, where=flt, include=["documents", "metadatas"])
+        n = len(rows["ids"])
+        docs = rows.get("documents") or [None] * n
+        metas = rows.get("metadatas") or [None] * n
+        found = dict(zip(rows["ids"], zip(docs, metas, strict=True), strict=True))
+        return [
+            VectorHit(
+                id=i, text=found[i][0] or "", score=float(sims[k]), metadata=dict(found[i][1] or {})
+            )
+            for k, i in zip(order, top, strict=True)
+            if i in found  # a row deleted since the first get is gone, not an error
+        ]
+
+    @staticmethod
+    def _hnsw(
+        collection: Any, query: list[float], flt: dict[str, Any], top_k: int
+    ) -> list[VectorHit]:
+        try:
+            result: dict[str, Any] = collection.query(
+                query_embeddings=[query],
+                n_results=top_k,
+                where=flt,
+                include=["documents", "metadatas", "distances"],
+            )
+        except Exception:
+            # Some Chroma versions raise when n_results exceeds an empty index.
+            if collection.count() == 0:
+                return []
+            raise
         if not result or not result.get("ids"):
             return []
         ids = result["ids"][0]
@@ -219,6 +302,8 @@ class ChromaStore:
 
         def work() -> None:
             collection.delete(ids=id_list, where=_where(pairs))
+            # A delete can shrink a large scope below the threshold.
+            self._large_scopes.clear()
 
         await self._run(work, "delete")
 
@@ -242,6 +327,7 @@ class ChromaStore:
             with contextlib.suppress(NotFoundError, ValueError):
                 client.delete_collection(self.collection_name)
             self._collection = None
+            self._large_scopes.clear()
 
         await self._run(work, "drop the collection")
 
