@@ -3,7 +3,10 @@
 ``memstack eval`` measures the real pipeline; this re-ranks the same conversations in
 memory (MiniLM vectors of exchange units, BM25 over turns with memstack's own terms),
 so a scoring idea costs seconds instead of a full ingest. Each step adds to the one
-before; items are single turns packed best-first into the budget.
+before; items are single turns packed best-first into the budget. Messages are named by
+their speaker as ``memstack eval`` names them: chunk texts and rendered lines read
+"Tim: …" and the lexical terms include the name. The pool per channel is what
+``context()`` sizes for the budget (budget / 20 tokens).
 
 ``--accounting enforced`` counts what ``context()`` enforces (``count_tokens`` of the
 rendered history line, age and role label included); ``--accounting words`` counts
@@ -26,35 +29,41 @@ from typing import Any
 import numpy as np
 
 from memstack import evaluation
-from memstack.assembly import EN, render_history
+from memstack.assembly import EN, age_header, render_turn
 from memstack.chunking import exchange_units, split_semantic
 from memstack.embedders import MiniLMEmbedder
 from memstack.lexical import bm25, rewrite_query
-from memstack.tokens import count_tokens, lexical_terms
+from memstack.ranking import OTHER_AUTHOR, recency
+from memstack.recall import POOL_TOKENS
+from memstack.settings import Settings
+from memstack.tokens import lexical_terms, line_tokens
 
-POOL = 100
+POOL = 50  # set from --budget as context() sizes it
 NAME = re.compile(r"\b[A-Z][a-z]+(?:'s)?\b")
+DEFAULTS = Settings()
 
 
 async def prepare(data: Path) -> list[dict[str, Any]]:
     emb = MiniLMEmbedder()
     out = []
     for conv in evaluation.locomo(data, "abl"):
-        turns = [(f"{s.session_id}:{m.caller_id}", m.role, m.content, m.ts.timestamp())
+        turns = [(f"{s.session_id}:{m.caller_id}", m.role, m.content, m.ts.timestamp(), m.name)
                  for s in conv.sessions for m in s.messages]  # fmt: skip
         units = []
         for s in conv.sessions:
-            ids = [(f"{s.session_id}:{m.caller_id}", m.role, m.content) for m in s.messages]
+            ids = [(f"{s.session_id}:{m.caller_id}", m.role, m.content, m.name)
+                   for m in s.messages]  # fmt: skip
             for u in exchange_units(ids):
                 for piece in split_semantic(u.text):
                     units.append((u.msg_ids, piece))
         questions = list(conv.questions)
         q_text = [q.text for q in questions]
         q_var = [re.sub(r"\s+", " ", NAME.sub(" ", q)).strip(" ?!.,") or q for q in q_text]
-        vecs = await emb.embed([u[1] for u in units] + [t[2] for t in turns] + q_text + q_var)
+        said = [f"{t[4]}: {t[2]}" for t in turns]
+        vecs = await emb.embed([u[1] for u in units] + said + q_text + q_var)
         v = np.asarray(vecs, dtype=np.float32)
         a, b, c = len(units), len(units) + len(turns), len(units) + len(turns) + len(q_text)
-        terms = [Counter(lexical_terms(t[2])) for t in turns]
+        terms = [Counter(lexical_terms(f"{t[4]} {t[2]}")) for t in turns]
         out.append(
             {
                 "turns": turns,
@@ -108,7 +117,15 @@ def rrf(channels: list[tuple[dict[str, float], float]], k: int) -> dict[str, flo
 Scorer = Callable[[dict[str, Any], int], dict[str, float]]
 
 
-def step(k: int, wl: float, answer: float, rewrite: bool, short: bool) -> Scorer:
+def step(
+    k: int,
+    wl: float,
+    answer: float,
+    rewrite: bool,
+    short: bool,
+    author: bool = False,
+    blend: str | None = None,
+) -> Scorer:
     def score(cv: dict[str, Any], qi: int) -> dict[str, float]:
         q = cv["questions"][qi]
         chans = [(dense(cv, cv["q_vec"][qi]), 1.0), (lexical(cv, q.text), wl)]
@@ -117,14 +134,27 @@ def step(k: int, wl: float, answer: float, rewrite: bool, short: bool) -> Scorer
         s = rrf(chans, k)
         if short:
             s = {m: v * min(1.0, cv["lengths"][cv["index"][m]] / 6) for m, v in s.items()}
+        turns = cv["turns"]
         if answer:
             base = dict(s)
-            turns = cv["turns"]
             for m in base:
                 i = cv["index"][m]
                 prev = turns[i - 1][0] if i > 0 else None
                 if prev and prev.rsplit(":", 2)[0] == m.rsplit(":", 2)[0] and prev in base:
                     s[m] += answer * base[prev]
+        if author:
+            named = {t[4] for t in turns if re.search(rf"\b{t[4]}\b", q.text)}
+            if named:
+                s = {m: v * (1 if turns[cv["index"][m]][4] in named else OTHER_AUTHOR)
+                     for m, v in s.items()}  # fmt: skip
+        if blend:
+            top = max(s.values(), default=1.0) or 1.0
+            w_rel, w_rec = DEFAULTS.weight_relevance, DEFAULTS.weight_recency
+            half_life = DEFAULTS.recency_half_life_days
+            for m, v in s.items():
+                rec = recency(q.now.timestamp() - turns[cv["index"][m]][3], half_life)
+                rel = v / top
+                s[m] = w_rel * rel + w_rec * rec if blend == "add" else rel * (w_rel + w_rec * rec)
         return s
 
     return score
@@ -141,16 +171,21 @@ def evaluate(convs: list[dict[str, Any]], scorer: Scorer, budget: int, accountin
         for qi, q in enumerate(cv["questions"]):
             s = scorer(cv, qi)
             kept: set[str] = set()
+            headers: set[str] = set()
             used = 0
             for m in sorted(s, key=lambda m: -s[m]):
                 t = cv["turns"][cv["index"][m]]
                 if accounting == "words":
-                    cost = len(t[2].split())
+                    cost, header = len(t[2].split()), ""
                 else:
-                    cost = count_tokens(render_history(cv["now"] - t[3], [(t[1], t[2])], EN))
+                    # As context() prices it: the line indented under a shared age header.
+                    header = age_header(q.now.timestamp() - t[3], EN)
+                    cost = line_tokens("  " + render_turn(t[1], t[2], EN, t[4]))
+                    cost += 0 if header in headers else line_tokens(header)
                 if used + cost <= budget:
                     used += cost
                     kept.add(m)
+                    headers.add(header)
             hit += sum(1 for e in q.evidence if e in kept)
             total += len(q.evidence)
     return hit / total
@@ -162,6 +197,8 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=1000)
     parser.add_argument("--accounting", choices=["enforced", "words"], default="enforced")
     args = parser.parse_args()
+    global POOL
+    POOL = max(20, args.budget // POOL_TOKENS)
     convs = asyncio.run(prepare(args.data))
     steps: list[tuple[str, Scorer]] = [
         ("dense turns", dense_turns),
@@ -172,6 +209,9 @@ def main() -> None:
         ("+ answer propagation 0.5", step(5, 1.5, 0.5, False, False)),
         ("+ dense query without names", step(5, 1.5, 0.5, True, False)),
         ("+ short-message discount", step(5, 1.5, 0.5, True, True)),
+        ("+ named author x0.3", step(5, 1.5, 0.5, True, True, author=True)),
+        ("+ recency added (seed's sum)", step(5, 1.5, 0.5, True, True, True, "add")),
+        ("+ recency multiplied (default)", step(5, 1.5, 0.5, True, True, True, "multiply")),
     ]
     results = {}
     for name, scorer in steps:
