@@ -478,6 +478,35 @@ async def test_chroma_scope_shrunk_by_delete_goes_back_to_brute_force(
     assert store._large_scopes == set()
 
 
+async def test_chroma_brute_force_drops_rows_changed_between_its_two_reads(
+    make_chroma: MakeChroma, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await make_chroma(100)
+    rng = random.Random(25)
+    records = [record(f"a{i}", unit(rng), "alice") for i in range(10)]
+    await store.upsert(records)
+    collection = store._collection
+    real_get = collection.get
+
+    def get_then_race(*args: Any, **kwargs: Any) -> Any:
+        # Another writer acts between the embeddings read and the documents read.
+        result = real_get(*args, **kwargs)
+        if kwargs.get("include") == ["embeddings"]:
+            collection.upsert(
+                ids=["a0"],
+                embeddings=[records[0].vector],
+                documents=["bob's"],
+                metadatas=[{"user_id": "bob"}],
+            )
+            collection.delete(ids=["a1"])
+        return result
+
+    monkeypatch.setattr(collection, "get", get_then_race)
+    hits = await store.search(records[0].vector, scope={"user_id": "alice"}, top_k=10)
+    assert sorted(h.id for h in hits) == [f"a{i}" for i in range(2, 10)]
+    assert all(h.metadata["user_id"] == "alice" for h in hits)
+
+
 @pytest.mark.parametrize("brute_force_max", [0, 1, 2000])
 async def test_chroma_empty_collection_on_either_path(
     make_chroma: MakeChroma, brute_force_max: int

@@ -48,7 +48,7 @@ LARGE_SCOPES_MAX = 10_000
 Pairs = tuple[tuple[str, MetaValue], ...]
 
 
-def _where(pairs: list[tuple[str, MetaValue]]) -> dict[str, Any]:
+def _where(pairs: Sequence[tuple[str, MetaValue]]) -> dict[str, Any]:
     clauses: list[dict[str, Any]] = [{key: value} for key, value in pairs]
     # Chroma wants a bare clause for one condition and $and only for two or more.
     return clauses[0] if len(clauses) == 1 else {"$and": clauses}
@@ -211,30 +211,29 @@ class ChromaStore:
         query = check_vector(vector, self.dim)
         await self.ensure_open()
         collection = self._collection
-        key = tuple(pairs)
-        flt = _where(pairs)
+        filter_key = tuple(pairs)
 
         def work() -> list[VectorHit]:
-            if self.brute_force_max and key not in self._large_scopes:
-                hits = self._brute_force(collection, query, flt, top_k)
+            if self.brute_force_max and filter_key not in self._large_scopes:
+                hits = self._brute_force(collection, query, filter_key, top_k)
                 if hits is not None:
                     return hits
                 if len(self._large_scopes) >= LARGE_SCOPES_MAX:
                     self._large_scopes.clear()
-                self._large_scopes.add(key)
-            return self._hnsw(collection, query, flt, top_k)
+                self._large_scopes.add(filter_key)
+            return self._hnsw(collection, query, _where(pairs), top_k)
 
         return await self._run(work, "search")
 
     def _brute_force(
-        self, collection: Any, query: list[float], flt: dict[str, Any], top_k: int
+        self, collection: Any, query: list[float], pairs: Pairs, top_k: int
     ) -> list[VectorHit] | None:
-        """Exact cosine top ``top_k`` of the vectors matching ``flt``, or None when more
+        """Exact cosine top ``top_k`` of the vectors matching ``pairs``, or None when more
         than ``brute_force_max`` match. Same scores as :meth:`_hnsw` up to float error."""
         limit = self.brute_force_max
         # Embeddings only: documents and metadata cost more to read than the vectors,
         # and only top_k rows need them.
-        got = collection.get(where=flt, include=["embeddings"], limit=limit + 1)
+        got = collection.get(where=_where(pairs), include=["embeddings"], limit=limit + 1)
         ids: list[str] = got["ids"]
         if len(ids) > limit:
             return None
@@ -248,20 +247,23 @@ class ChromaStore:
         sims = (matrix @ q) / np.where(norms > 0, norms, 1.0)
         order = np.argsort(-sims, kind="stable")[:top_k]
         top = [ids[i] for i in order]
-        # The filter again: a row re-upserted into another scope since the first get
-        # must not come back with its new owner's text.
-        rows = collection.get(ids=top, where=flt, include=["documents", "metadatas"])
+        rows = collection.get(ids=top, include=["documents", "metadatas"])
         n = len(rows["ids"])
         docs = rows.get("documents") or [None] * n
         metas = rows.get("metadatas") or [None] * n
         found = dict(zip(rows["ids"], zip(docs, metas, strict=True), strict=True))
-        return [
-            VectorHit(
-                id=i, text=found[i][0] or "", score=float(sims[k]), metadata=dict(found[i][1] or {})
-            )
-            for k, i in zip(order, top, strict=True)
-            if i in found  # a row deleted since the first get is gone, not an error
-        ]
+        hits = []
+        for k, i in zip(order, top, strict=True):
+            if i not in found:  # deleted since the first get: gone, not an error
+                continue
+            doc, meta = found[i][0], dict(found[i][1] or {})
+            # A row re-upserted into another scope since the first get must not come
+            # back with its new owner's text. Checked here rather than by passing the
+            # filter to this get, which Chroma evaluates over the whole scope.
+            if any(meta.get(key) != value for key, value in pairs):
+                continue
+            hits.append(VectorHit(id=i, text=doc or "", score=float(sims[k]), metadata=meta))
+        return hits
 
     @staticmethod
     def _hnsw(
