@@ -87,8 +87,10 @@ def test_locomo_loader_maps_ids_and_skips_what_it_must(tmp_path: Path) -> None:
     [conv] = list(evaluation.locomo(tiny_locomo(tmp_path / "l.json.gz"), "run1"))
     assert len(conv.sessions) == 1 and len(conv.sessions[0].messages) == 8
     first = conv.sessions[0].messages[0]
-    assert first.content.startswith("Ann: ") and first.role == "user"
+    assert first.name == "Ann" and first.role == "user"
+    assert not first.content.startswith("Ann")  # the name is not repeated in the content
     assert conv.sessions[0].messages[1].role == "assistant"
+    assert conv.sessions[0].messages[1].name == "Bob"
     # Category 5 is skipped; the broken reference keeps its valid half.
     assert len(conv.questions) == 5
     assert conv.missing_evidence == 1
