@@ -334,20 +334,26 @@ async def test_chroma_server_that_went_away_is_store_unavailable(
 
 # --- Chroma: brute force for small scopes ------------------------------------------------
 
-MakeChroma = Callable[[int], Awaitable[ChromaStore]]
+MakeChroma = Callable[..., Awaitable[ChromaStore]]
 
 
 @pytest.fixture(params=["chroma-embedded", "chroma-server"])
 async def make_chroma(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MakeChroma]:
-    """Stores on one collection that differ only in ``brute_force_max``."""
+    """Stores on one collection that differ only in their brute-force limits; the share
+    of the collection defaults to 1 so that tiny test collections can take either path."""
     server = request.getfixturevalue("chroma_server") if request.param == "chroma-server" else None
     collection = f"t{uuid.uuid4().hex[:12]}_memory"
     opened: list[ChromaStore] = []
 
-    async def make(brute_force_max: int) -> ChromaStore:
+    async def make(brute_force_max: int, brute_force_share: float = 1.0) -> ChromaStore:
         location: dict[str, Any] = {"url": server} if server else {"path": tmp_path / "c"}
         store = await ChromaStore.open(
-            collection, model_version="m", dim=DIM, brute_force_max=brute_force_max, **location
+            collection,
+            model_version="m",
+            dim=DIM,
+            brute_force_max=brute_force_max,
+            brute_force_share=brute_force_share,
+            **location,
         )
         opened.append(store)
         return store
@@ -389,8 +395,8 @@ async def test_chroma_brute_force_and_hnsw_agree(make_chroma: MakeChroma) -> Non
                 same_hits(await threshold.search(q, scope={"user_id": user}, top_k=top_k), expected)
                 same_hits(await brute.search(q, scope={"user_id": user}, top_k=top_k), expected)
     # bob went to HNSW on the threshold store, and is remembered as too large for a get.
-    assert threshold._large_scopes == {(("user_id", "bob"),)}
-    assert brute._large_scopes == set()
+    assert threshold._large_scopes == {(("user_id", "bob"),): 100}
+    assert brute._large_scopes == {}
 
 
 async def test_chroma_brute_force_never_returns_another_users_vectors(
@@ -413,7 +419,7 @@ async def test_chroma_brute_force_never_returns_another_users_vectors(
                 assert hits[0].id == target.id
                 assert hits[0].score == pytest.approx(1.0, abs=1e-5)
     assert await store.search(unit(rng), scope={"user_id": "mallory"}, top_k=10) == []
-    assert store._large_scopes == set()
+    assert store._large_scopes == {}
 
 
 async def test_chroma_brute_force_honours_where(make_chroma: MakeChroma) -> None:
@@ -446,14 +452,14 @@ async def test_chroma_brute_force_honours_where(make_chroma: MakeChroma) -> None
         assert sorted(h.id for h in hits) == sorted(expected_ids)
         assert all(h.metadata["user_id"] == user for h in hits)
         same_hits(hits, await hnsw.search(q, scope={"user_id": user}, where=where, top_k=50))
-    assert store._large_scopes == set()
+    assert store._large_scopes == {}
     # Without the where, bob is too large and takes the HNSW path.
     q = unit(rng)
     same_hits(
         await store.search(q, scope={"user_id": "bob"}, top_k=5),
         await hnsw.search(q, scope={"user_id": "bob"}, top_k=5),
     )
-    assert store._large_scopes == {(("user_id", "bob"),)}
+    assert store._large_scopes == {(("user_id", "bob"),): 30}
 
 
 async def test_chroma_scope_shrunk_by_delete_goes_back_to_brute_force(
@@ -468,14 +474,14 @@ async def test_chroma_scope_shrunk_by_delete_goes_back_to_brute_force(
         await store.search(q, scope={"user_id": "alice"}, top_k=15),
         await hnsw.search(q, scope={"user_id": "alice"}, top_k=15),
     )
-    assert store._large_scopes == {(("user_id", "alice"),)}
+    assert store._large_scopes == {(("user_id", "alice"),): 10}
 
     await store.delete(scope={"user_id": "alice"}, ids=[f"a{i}" for i in range(10)])
-    assert store._large_scopes == set()
+    assert store._large_scopes == {}
     hits = await store.search(q, scope={"user_id": "alice"}, top_k=15)
     assert sorted(h.id for h in hits) == [f"a{i}" for i in range(10, 15)]
     same_hits(hits, await hnsw.search(q, scope={"user_id": "alice"}, top_k=15))
-    assert store._large_scopes == set()
+    assert store._large_scopes == {}
 
 
 async def test_chroma_brute_force_drops_rows_changed_between_its_two_reads(
@@ -515,9 +521,68 @@ async def test_chroma_empty_collection_on_either_path(
     assert await store.search(unit(random.Random(24)), scope={"user_id": "a"}, top_k=5) == []
 
 
-def test_chroma_negative_brute_force_max_is_a_config_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="brute_force_max"):
-        ChromaStore("agent_memory", model_version="m", dim=DIM, path=tmp_path, brute_force_max=-1)
+async def test_chroma_scope_that_is_a_large_share_of_the_collection_uses_hnsw(
+    make_chroma: MakeChroma,
+) -> None:
+    # 190 vectors and a share of 0.5: alice (40) is scored by brute force, bob (150) by
+    # HNSW, although both are below brute_force_max.
+    store = await make_chroma(1000, 0.5)
+    hnsw = await make_chroma(0)
+    rng = random.Random(26)
+    await store.upsert(
+        [record(f"a{i}", unit(rng), "alice") for i in range(40)]
+        + [record(f"b{i}", unit(rng), "bob") for i in range(150)]
+    )
+    for user in ("alice", "bob"):
+        q = unit(rng)
+        same_hits(
+            await store.search(q, scope={"user_id": user}, top_k=10),
+            await hnsw.search(q, scope={"user_id": user}, top_k=10),
+        )
+    assert store._large_scopes == {(("user_id", "bob"),): 95}
+
+
+async def test_chroma_defaults_keep_hnsw_for_a_user_who_owns_the_collection(
+    tmp_path: Path,
+) -> None:
+    store = await ChromaStore.open("agent_memory", model_version="m", dim=DIM, path=tmp_path)
+    rng = random.Random(27)
+    await store.upsert([record(f"a{i}", unit(rng), "alice") for i in range(30)])
+    assert len(await store.search(unit(rng), scope={"user_id": "alice"}, top_k=5)) == 5
+    # 2% of 30 vectors is a limit of 0: not even a probe, so nothing is remembered.
+    assert store._brute_force_limit(store._collection) == 0
+    assert store._large_scopes == {}
+    await store.close()
+
+
+async def test_chroma_large_scope_is_probed_again_when_the_collection_grows(
+    make_chroma: MakeChroma,
+) -> None:
+    store = await make_chroma(100, 0.5)
+    hnsw = await make_chroma(0)
+    rng = random.Random(28)
+    await store.upsert(
+        [record(f"a{i}", unit(rng), "alice") for i in range(30)]
+        + [record(f"b{i}", unit(rng), "bob") for i in range(10)]
+    )
+    q = unit(rng)
+    await store.search(q, scope={"user_id": "alice"}, top_k=5)
+    assert store._large_scopes == {(("user_id", "alice"),): 20}
+
+    await store.upsert([record(f"c{i}", unit(rng), "carol") for i in range(100)])
+    same_hits(
+        await store.search(q, scope={"user_id": "alice"}, top_k=5),
+        await hnsw.search(q, scope={"user_id": "alice"}, top_k=5),
+    )
+    assert store._large_scopes == {}
+
+
+@pytest.mark.parametrize(("option", "value"), [("brute_force_max", -1), ("brute_force_share", 1.5)])
+def test_chroma_bad_brute_force_limits_are_a_config_error(
+    tmp_path: Path, option: str, value: float
+) -> None:
+    with pytest.raises(ConfigError, match=option):
+        ChromaStore("agent_memory", model_version="m", dim=DIM, path=tmp_path, **{option: value})
 
 
 # --- Qdrant specifics ---------------------------------------------------------------------

@@ -5,14 +5,16 @@ The client is synchronous, so every call runs in a worker thread.
 
 Chroma's HNSW query with a metadata filter is slow when the filter is selective: a
 ``user_id`` that owns 100 of 100,000 vectors costs tens of milliseconds, far more than
-reading those 100 vectors. So :meth:`ChromaStore.search` scores a small scope by brute
-force and keeps the HNSW query for scopes of more than ``brute_force_max`` vectors.
+reading those 100 vectors. So :meth:`ChromaStore.search` scores a scope by brute force
+when it is both small and a small share of the collection, and keeps the HNSW query
+for the others.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,9 +40,18 @@ VERSION_KEY = "memstack_model_version"
 DIM_KEY = "memstack_dim"
 # Chroma rejects larger batches (its limit is ~5k on SQLite); stay well below it.
 UPSERT_BATCH = 1000
-# Largest scope scored by brute force; see docs/benchmarks.md ("Read path: latency")
-# for the measurement behind it. 0 always uses the HNSW query.
-BRUTE_FORCE_MAX = 2000
+# A scope is scored by brute force when it holds at most BRUTE_FORCE_MAX vectors and
+# at most BRUTE_FORCE_SHARE of the collection; beyond either, the filtered HNSW query
+# is the faster one. Both are crossovers measured on this machine (docs/benchmarks.md,
+# "Read path: latency"): brute force costs about the same per vector whatever the
+# collection, while the HNSW query is slow only when its filter is selective (one
+# user owning all of 1,000 vectors: ~11 ms HNSW against ~53 ms brute force).
+BRUTE_FORCE_MAX = 1000
+BRUTE_FORCE_SHARE = 0.02
+# How long a collection count is trusted. It only sets the brute-force limit, so a
+# stale one (writes by another client) costs speed, never results; counting 100k
+# vectors takes several ms, too much for every search.
+COUNT_TTL_S = 60.0
 # Bound on the remembered large scopes, so a store serving many users cannot grow it
 # without limit; forgetting only costs one more probe per scope.
 LARGE_SCOPES_MAX = 10_000
@@ -75,20 +86,27 @@ class ChromaStore:
         path: str | Path | None = None,
         url: str | None = None,
         brute_force_max: int = BRUTE_FORCE_MAX,
+        brute_force_share: float = BRUTE_FORCE_SHARE,
     ) -> None:
         if (path is None) == (url is None):
             raise ConfigError("ChromaStore needs exactly one of path or url")
         if brute_force_max < 0:
             raise ConfigError(f"brute_force_max must be >= 0, got {brute_force_max}")
+        if not 0.0 <= brute_force_share <= 1.0:
+            raise ConfigError(f"brute_force_share must be in [0, 1], got {brute_force_share}")
         self.collection_name = collection
         self.model_version = model_version
         self.dim = dim
         self.brute_force_max = brute_force_max
-        # Filters seen to match more than brute_force_max vectors: their searches go
-        # straight to HNSW instead of paying for a get that would be thrown away. Only
-        # speed depends on it, never results, so a stale entry (a scope that shrank,
-        # e.g. through another client) is harmless.
-        self._large_scopes: set[Pairs] = set()
+        self.brute_force_share = brute_force_share
+        # Filters seen to match more vectors than the brute-force limit of the time
+        # (the value): their searches go straight to HNSW instead of paying for a get
+        # that would be thrown away, until the limit rises. Only speed depends on it,
+        # never results, so a stale entry (a scope that shrank through another client)
+        # is harmless.
+        self._large_scopes: dict[Pairs, int] = {}
+        # (monotonic time, collection count) behind the brute-force limit.
+        self._count: tuple[float, int] | None = None
         self._path = Path(path) if path is not None else None
         self._url = url
         self._client: Any = None
@@ -105,6 +123,7 @@ class ChromaStore:
         path: str | Path | None = None,
         url: str | None = None,
         brute_force_max: int = BRUTE_FORCE_MAX,
+        brute_force_share: float = BRUTE_FORCE_SHARE,
     ) -> ChromaStore:
         """Connect and create or check the collection now, rather than on first use."""
         store = cls(
@@ -114,6 +133,7 @@ class ChromaStore:
             path=path,
             url=url,
             brute_force_max=brute_force_max,
+            brute_force_share=brute_force_share,
         )
         await store.ensure_open()
         return store
@@ -195,6 +215,10 @@ class ChromaStore:
                     # Chroma rejects an empty metadata dict but accepts None.
                     metadatas=[dict(r.metadata) or None for r in batch],
                 )
+            if self._count is not None:
+                # Counting again would cost more than the upsert saves: an upper bound
+                # (some ids may have existed) is close enough for the brute-force limit.
+                self._count = (self._count[0], self._count[1] + len(unique))
 
         await self._run(work, "upsert")
 
@@ -214,23 +238,34 @@ class ChromaStore:
         filter_key = tuple(pairs)
 
         def work() -> list[VectorHit]:
-            if self.brute_force_max and filter_key not in self._large_scopes:
-                hits = self._brute_force(collection, query, filter_key, top_k)
+            limit = self._brute_force_limit(collection)
+            if limit and limit > self._large_scopes.get(filter_key, 0):
+                hits = self._brute_force(collection, query, filter_key, top_k, limit)
                 if hits is not None:
+                    self._large_scopes.pop(filter_key, None)
                     return hits
                 if len(self._large_scopes) >= LARGE_SCOPES_MAX:
                     self._large_scopes.clear()
-                self._large_scopes.add(filter_key)
+                self._large_scopes[filter_key] = limit
             return self._hnsw(collection, query, _where(pairs), top_k)
 
         return await self._run(work, "search")
 
+    def _brute_force_limit(self, collection: Any) -> int:
+        """Most vectors a scope may hold to be scored by brute force (0: never)."""
+        if not self.brute_force_max or not self.brute_force_share:
+            return 0
+        now = time.monotonic()
+        if self._count is None or now - self._count[0] > COUNT_TTL_S:
+            self._count = (now, int(collection.count()))
+        return min(self.brute_force_max, int(self._count[1] * self.brute_force_share))
+
+    @staticmethod
     def _brute_force(
-        self, collection: Any, query: list[float], pairs: Pairs, top_k: int
+        collection: Any, query: list[float], pairs: Pairs, top_k: int, limit: int
     ) -> list[VectorHit] | None:
         """Exact cosine top ``top_k`` of the vectors matching ``pairs``, or None when more
-        than ``brute_force_max`` match. Same scores as :meth:`_hnsw` up to float error."""
-        limit = self.brute_force_max
+        than ``limit`` match. Same scores as :meth:`_hnsw` up to float error."""
         # Embeddings only: documents and metadata cost more to read than the vectors,
         # and only top_k rows need them.
         got = collection.get(where=_where(pairs), include=["embeddings"], limit=limit + 1)
@@ -304,8 +339,9 @@ class ChromaStore:
 
         def work() -> None:
             collection.delete(ids=id_list, where=_where(pairs))
-            # A delete can shrink a large scope below the threshold.
+            # A delete can shrink a large scope below the limit, and the collection.
             self._large_scopes.clear()
+            self._count = None
 
         await self._run(work, "delete")
 
@@ -330,6 +366,7 @@ class ChromaStore:
                 client.delete_collection(self.collection_name)
             self._collection = None
             self._large_scopes.clear()
+            self._count = None
 
         await self._run(work, "drop the collection")
 
