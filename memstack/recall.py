@@ -455,6 +455,8 @@ class Recall:
             ids = (c.msg_id,) if c.content is not None else (c.chunk_msg_ids or (c.msg_id,))
             reason: str | None = None
             detail = ""
+            # Bodies only: a header is paid once per group of same-age items, so summing
+            # c.tokens stopped the list about one item short of what the packer could fit.
             if len(eligible) >= s.vector_keep or eligible_tokens > total:
                 # Never packed whatever the filters say: skip their cost (Jaccard is
                 # quadratic) and record why.
@@ -479,7 +481,7 @@ class Recall:
             if reason is None:
                 covered.update(ids)
                 eligible.append(c)
-                eligible_tokens += c.tokens
+                eligible_tokens += c.body_tokens
             else:
                 manifest.append(candidate_item(c, ids, False, reason, detail))
 

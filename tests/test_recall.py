@@ -232,6 +232,47 @@ async def test_budget_is_never_exceeded(
         await mem.context(user, session, "x" * 400, budget_tokens=20, now=NOW)
 
 
+async def test_a_shared_age_header_leaves_room_for_more_items(mem: AsyncMemory) -> None:
+    # Twelve messages of the same day print under one header: a budget that holds the
+    # title, one header and the twelve lines must keep all twelve.
+    user, old, ask = new_id("u"), new_id("s"), new_id("s")
+    texts = [
+        "Sailing on Lake Geneva was windy and cold this morning.",
+        "My sister taught me to trim the jib while we were sailing.",
+        "We capsized twice near the harbour, sailing is harder than it looks.",
+        "The sailing club lent us a small dinghy with a red sail.",
+        "After sailing we ate grilled fish at a tiny lakeside cafe.",
+        "I bought waterproof gloves for sailing in autumn.",
+        "Our sailing instructor, Marco, has crossed the Atlantic twice.",
+        "Sunset sailing with friends turned into a long night of stories.",
+        "I read a book about knots so sailing feels less confusing now.",
+        "The forecast promised calm weather, perfect for sailing lessons.",
+        "Sailing past the old lighthouse, we spotted a family of swans.",
+        "My knees hurt after sailing all weekend in that cramped boat.",
+    ]
+    for i, text in enumerate(texts):
+        await mem.remember(user, old, "user", text, ts=NOW - 3 * DAY + i * MINUTE)
+    await mem.drain(summarize=False)
+    settings = mem.settings.model_copy(
+        update={
+            "share_window": 0.0,
+            "share_facts": 0.0,
+            "share_knowledge": 0.0,
+            "share_semantic": 1.0,
+            "vector_keep": 100,
+        }
+    )
+    recall = recall_over(mem, settings=settings)
+    q = "Where did I go sailing?"
+    probe = await recall.context(user, ask, q, budget_tokens=4000, now=NOW, system="")
+    history = probe.sections["history"]
+    assert len(probe.kept("semantic")) == 12 and len(history.lines) == 13  # header + 12
+    # What the twelve need with one header (+3 for joins); with a header each, 12 × 6 more.
+    budget = probe.tokens + 3
+    tight = await recall.context(user, ask, q, budget_tokens=budget, now=NOW, system="")
+    assert len(tight.kept("semantic")) == 12 and tight.tokens <= budget
+
+
 async def test_window_is_rebuilt_after_redis_loses_it(service_mem: AsyncMemory) -> None:
     mem = service_mem
     user, session = new_id("u"), new_id("s")
