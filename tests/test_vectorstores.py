@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
@@ -511,6 +512,86 @@ async def test_chroma_brute_force_drops_rows_changed_between_its_two_reads(
     hits = await store.search(records[0].vector, scope={"user_id": "alice"}, top_k=10)
     assert sorted(h.id for h in hits) == [f"a{i}" for i in range(2, 10)]
     assert all(h.metadata["user_id"] == "alice" for h in hits)
+
+
+class HeldScopeReads:
+    """Wraps a real collection's ``get`` so scope reads (embeddings only) read, then
+    wait for :meth:`release` before returning, to line concurrent searches up."""
+
+    def __init__(self, collection: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.started = 0
+        self.gate = threading.Event()
+        real_get = collection.get
+
+        def get(*args: Any, **kwargs: Any) -> Any:
+            result = real_get(*args, **kwargs)
+            if kwargs.get("include") == ["embeddings"]:
+                self.started += 1
+                assert self.gate.wait(timeout=30)
+            return result
+
+        monkeypatch.setattr(collection, "get", get)
+
+    async def wait_started(self, n: int) -> None:
+        for _ in range(500):
+            if self.started >= n:
+                return
+            await asyncio.sleep(0.01)
+        self.release()  # let the held threads finish before failing
+        raise AssertionError(f"{n} scope reads never started")
+
+    def release(self) -> None:
+        self.gate.set()
+
+
+async def test_chroma_concurrent_searches_of_one_scope_share_one_read(
+    make_chroma: MakeChroma, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await make_chroma(100)
+    rng = random.Random(29)
+    await store.upsert(
+        [record(f"a{i}", unit(rng), "alice") for i in range(20)]
+        + [record(f"b{i}", unit(rng), "bob") for i in range(20)]
+    )
+    q1, q2 = unit(rng), unit(rng)
+    expected = [await store.search(q, scope={"user_id": "alice"}, top_k=5) for q in (q1, q2)]
+
+    held = HeldScopeReads(store._collection, monkeypatch)
+    first = asyncio.create_task(store.search(q1, scope={"user_id": "alice"}, top_k=5))
+    await held.wait_started(1)
+    second = asyncio.create_task(store.search(q2, scope={"user_id": "alice"}, top_k=5))
+    other = asyncio.create_task(store.search(q2, scope={"user_id": "bob"}, top_k=5))
+    await held.wait_started(2)  # bob's read: a different scope is never shared
+    await asyncio.sleep(0.3)  # time for alice's second search to join the first read
+    held.release()
+    same_hits(await first, expected[0])
+    same_hits(await second, expected[1])
+    assert all(h.metadata["user_id"] == "bob" for h in await other)
+    assert held.started == 2
+
+
+async def test_chroma_search_after_our_write_does_not_join_an_earlier_read(
+    make_chroma: MakeChroma, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await make_chroma(100)
+    rng = random.Random(30)
+    # bob's rows keep the limit at 100 across the upsert below, so only the write
+    # itself can keep the late search from joining the early read.
+    await store.upsert(
+        [record(f"a{i}", unit(rng), "alice") for i in range(20)]
+        + [record(f"b{i}", unit(rng), "bob") for i in range(200)]
+    )
+    held = HeldScopeReads(store._collection, monkeypatch)
+    early = asyncio.create_task(store.search(unit(rng), scope={"user_id": "alice"}, top_k=5))
+    await held.wait_started(1)
+
+    new = record("new", unit(rng), "alice")
+    await store.upsert([new])
+    late = asyncio.create_task(store.search(new.vector, scope={"user_id": "alice"}, top_k=5))
+    await held.wait_started(2)
+    held.release()
+    await early
+    assert (await late)[0].id == "new"
 
 
 @pytest.mark.parametrize("brute_force_max", [0, 1, 2000])

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -57,6 +58,15 @@ COUNT_TTL_S = 60.0
 LARGE_SCOPES_MAX = 10_000
 
 Pairs = tuple[tuple[str, MetaValue], ...]
+
+
+class _SharedRead:
+    """One scope read that concurrent searches of the same scope wait for and share."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.result: dict[str, Any] = {}
+        self.error: BaseException | None = None
 
 
 def _where(pairs: Sequence[tuple[str, MetaValue]]) -> dict[str, Any]:
@@ -107,6 +117,15 @@ class ChromaStore:
         self._large_scopes: dict[Pairs, int] = {}
         # (monotonic time, collection count) behind the brute-force limit.
         self._count: tuple[float, int] | None = None
+        # Scope reads in flight, by (conditions, limit, writes so far). Chroma evaluates
+        # a where over every row of the collection (GROUP BY ... HAVING in its SQLite
+        # reader), so the two searches of one context() call (two query embeddings,
+        # same user) share one read rather than pay for it twice.
+        # The write count in the key keeps read-your-writes: a search issued after one
+        # of our upserts or deletes completes never joins a read that began before.
+        self._reads: dict[tuple[Pairs, int, int], _SharedRead] = {}
+        self._reads_lock = threading.Lock()
+        self._writes = 0
         self._path = Path(path) if path is not None else None
         self._url = url
         self._client: Any = None
@@ -206,15 +225,19 @@ class ChromaStore:
         collection = self._collection
 
         def work() -> None:
-            for start in range(0, len(unique), UPSERT_BATCH):
-                batch = unique[start : start + UPSERT_BATCH]
-                collection.upsert(
-                    ids=[r.id for r in batch],
-                    embeddings=[[float(x) for x in r.vector] for r in batch],
-                    documents=[r.text for r in batch],
-                    # Chroma rejects an empty metadata dict but accepts None.
-                    metadatas=[dict(r.metadata) or None for r in batch],
-                )
+            try:
+                for start in range(0, len(unique), UPSERT_BATCH):
+                    batch = unique[start : start + UPSERT_BATCH]
+                    collection.upsert(
+                        ids=[r.id for r in batch],
+                        embeddings=[[float(x) for x in r.vector] for r in batch],
+                        documents=[r.text for r in batch],
+                        # Chroma rejects an empty metadata dict but accepts None.
+                        metadatas=[dict(r.metadata) or None for r in batch],
+                    )
+            finally:
+                # Even a failed upsert may have written some batches.
+                self._wrote()
             if self._count is not None:
                 # Counting again would cost more than the upsert saves: an upper bound
                 # (some ids may have existed) is close enough for the brute-force limit.
@@ -260,15 +283,45 @@ class ChromaStore:
             self._count = (now, int(collection.count()))
         return min(self.brute_force_max, int(self._count[1] * self.brute_force_share))
 
-    @staticmethod
+    def _wrote(self) -> None:
+        with self._reads_lock:
+            self._writes += 1
+
+    def _scope_vectors(self, collection: Any, pairs: Pairs, limit: int) -> dict[str, Any]:
+        """Ids and embeddings of up to ``limit + 1`` vectors matching ``pairs``; joins an
+        identical read already in flight instead of starting another."""
+        key = (pairs, limit, self._writes)
+        with self._reads_lock:
+            shared = self._reads.get(key)
+            leader = shared is None
+            if shared is None:
+                shared = self._reads[key] = _SharedRead()
+        if not leader:
+            shared.done.wait()
+            if shared.error is not None:
+                raise shared.error
+            return shared.result
+        try:
+            shared.result = collection.get(
+                where=_where(pairs), include=["embeddings"], limit=limit + 1
+            )
+        except BaseException as exc:
+            shared.error = exc
+            raise
+        finally:
+            with self._reads_lock:
+                del self._reads[key]
+            shared.done.set()
+        return shared.result
+
     def _brute_force(
-        collection: Any, query: list[float], pairs: Pairs, top_k: int, limit: int
+        self, collection: Any, query: list[float], pairs: Pairs, top_k: int, limit: int
     ) -> list[VectorHit] | None:
         """Exact cosine top ``top_k`` of the vectors matching ``pairs``, or None when more
         than ``limit`` match. Same scores as :meth:`_hnsw` up to float error."""
         # Embeddings only: documents and metadata cost more to read than the vectors,
         # and only top_k rows need them.
-        got = collection.get(where=_where(pairs), include=["embeddings"], limit=limit + 1)
+        got = self._scope_vectors(collection, pairs, limit)
         ids: list[str] = got["ids"]
         if len(ids) > limit:
             return None
@@ -294,7 +347,7 @@ class ChromaStore:
             doc, meta = found[i][0], dict(found[i][1] or {})
             # A row re-upserted into another scope since the first get must not come
             # back with its new owner's text. Checked here rather than by passing the
-            # filter to this get, which Chroma evaluates over the whole scope.
+            # filter to this get, which measured slower, growing with the scope.
             if any(meta.get(key) != value for key, value in pairs):
                 continue
             hits.append(VectorHit(id=i, text=doc or "", score=float(sims[k]), metadata=meta))
@@ -338,7 +391,10 @@ class ChromaStore:
         id_list = list(ids) if ids is not None else None
 
         def work() -> None:
-            collection.delete(ids=id_list, where=_where(pairs))
+            try:
+                collection.delete(ids=id_list, where=_where(pairs))
+            finally:
+                self._wrote()
             # A delete can shrink a large scope below the limit, and the collection.
             self._large_scopes.clear()
             self._count = None
@@ -367,6 +423,7 @@ class ChromaStore:
             self._collection = None
             self._large_scopes.clear()
             self._count = None
+            self._wrote()
 
         await self._run(work, "drop the collection")
 
