@@ -11,7 +11,9 @@ channel finds what the vectors find.
 
 Prints each stage's median share of the call, and as its last line
 ``{"chunks": …, "p50_ms": …, "p99_ms": …}`` for the largest size. Goal: p99 ≤ 50 ms.
-Run: ``python benchmarks/context.py [--sizes 10000 100000] [--queries 300]``
+Run: ``python benchmarks/context.py [--sizes 10000 100000] [--queries 300]``;
+``--brute-force-max 0`` sends every search to Chroma's filtered HNSW query, for the
+comparison with the brute-force scoring of small scopes.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from memstack.ledger import LedgerMessage
 from memstack.memory import AsyncMemory
 from memstack.settings import load_settings
 from memstack.vectorstores.base import VectorRecord
+from memstack.vectorstores.chroma import ChromaStore
 
 USERS = 1000
 SAMPLED_USERS = 100
@@ -178,6 +181,10 @@ async def run_size(chunks: int, args: argparse.Namespace) -> dict[str, float]:
     rng = random.Random(chunks)
     try:
         async with await AsyncMemory.open(settings) as mem:
+            if args.brute_force_max is not None:
+                store = await mem.memory_vectors()
+                assert isinstance(store, ChromaStore)
+                store.brute_force_max = args.brute_force_max
             t0 = time.perf_counter()
             users = await build(mem, chunks, rng)
             print(f"{chunks} chunks over {USERS} users built in {time.perf_counter() - t0:.0f} s")
@@ -208,6 +215,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument(
+        "--brute-force-max",
+        type=int,
+        default=None,
+        help="override ChromaStore.brute_force_max (0: the HNSW query for every search)",
+    )
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--pg-admin", default="postgresql://postgres@127.0.0.1:5432/postgres")
     args = parser.parse_args()
