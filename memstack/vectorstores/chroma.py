@@ -43,10 +43,10 @@ DIM_KEY = "memstack_dim"
 UPSERT_BATCH = 1000
 # A scope is scored by brute force when it holds at most BRUTE_FORCE_MAX vectors and
 # at most BRUTE_FORCE_SHARE of the collection; beyond either, the filtered HNSW query
-# is the faster one. Both are crossovers measured on this machine (docs/benchmarks.md,
+# is the faster one. Both are crossovers measured with 384-d vectors (docs/benchmarks.md,
 # "Read path: latency"): brute force costs about the same per vector whatever the
 # collection, while the HNSW query is slow only when its filter is selective (one
-# user owning all of 1,000 vectors: ~11 ms HNSW against ~53 ms brute force).
+# user owning all of 1,000 vectors: ~7 ms HNSW against ~38 ms brute force).
 BRUTE_FORCE_MAX = 1000
 BRUTE_FORCE_SHARE = 0.02
 # How long a collection count is trusted. It only sets the brute-force limit, so a
