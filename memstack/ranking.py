@@ -5,12 +5,11 @@ BM25) by reciprocal rank; a message also inherits half the score of the message 
 answers (the answer to "what did you do at the picnic?" rarely says "picnic"); messages
 with almost no words are discounted; when the question names an author of the
 candidates ("What books has Tim read?"), the other authors' messages count less.
-Recency halves every ``recency_half_life_days``
-before ``now``.
+Recency halves every ``recency_half_life_days`` before ``now``.
 
 The seed's score is ``0.7·relevance + 0.3·recency``. Added like that, recency lets a
 fresh message nobody asked about outrank the old one that answers the question: on
-LoCoMo dev the sum cost 0.08 of evidence recall against relevance alone. The default
+LoCoMo dev the sum cost 0.05 of evidence recall (0.696 against 0.745). The default
 blend multiplies instead, ``relevance·(0.7 + 0.3·recency)``: the same weights and the
 same end points (a fresh best match scores 1, an old one 0.7), but an irrelevant item
 stays near 0 however fresh it is. ``recency_blend="add"`` restores the sum.
