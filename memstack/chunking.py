@@ -151,11 +151,6 @@ def as_chat_message(m: MessageTuple) -> ChatMessage:
     return m if isinstance(m, ChatMessage) else ChatMessage(*m)
 
 
-def speaker(role: str, name: str | None) -> str:
-    """Who a line is attributed to: the author's name when known, else the role."""
-    return name or role
-
-
 def exchange_units(messages: Iterable[MessageTuple]) -> list[Unit]:
     """Group a session's ordered ``(msg_id, role, content[, name])`` into exchanges.
 
@@ -176,7 +171,7 @@ def exchange_units(messages: Iterable[MessageTuple]) -> list[Unit]:
             ids, lines = [], []
         ids.append(msg_id)
         if content.strip():
-            lines.append(f"{speaker(role, name)}: {content.strip()}")
+            lines.append(f"{name or role}: {content.strip()}")
         previous_role = role
     if ids:
         units.append(Unit(tuple(ids), "\n".join(lines)))
