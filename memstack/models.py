@@ -77,7 +77,8 @@ class MessageRow(Base):
     search_terms: Mapped[str] = mapped_column(Text, default="")
 
     __table_args__ = (
-        Index("ix_message_session_time", "session_id", "created_at"),
+        # The ledger's order within a session: "the message before" is one index step.
+        Index("ix_message_session_order", "session_id", "created_at", "msg_id"),
         Index("ix_message_user_time", "user_id", "created_at"),
     )
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import aliased
 
@@ -213,8 +213,7 @@ class Recall:
 
     async def _facts(self, g: _Gathered, user_id: str) -> None:
         async with self.sessions() as s:
-            g.facts = await fact_store.current_facts(s, user_id)
-            g.superseded = await fact_store.superseded_values(s, user_id)
+            g.facts, g.superseded = await fact_store.current_and_superseded(s, user_id)
 
     def pool(self, total: int, reserved: int) -> int:
         """Candidates per channel for a call with ``total`` tokens, ``reserved`` of them fixed."""
@@ -252,10 +251,10 @@ class Recall:
             .where(
                 prev.user_id == MessageRow.user_id,
                 prev.session_id == MessageRow.session_id,
-                or_(
-                    prev.created_at < MessageRow.created_at,
-                    and_(prev.created_at == MessageRow.created_at, prev.msg_id < MessageRow.msg_id),
-                ),
+                # A row comparison, not the equivalent OR: PostgreSQL turns only this
+                # form into one backward step of ix_message_session_order.
+                tuple_(prev.created_at, prev.msg_id)
+                < tuple_(MessageRow.created_at, MessageRow.msg_id),
             )
             .order_by(prev.created_at.desc(), prev.msg_id.desc())
             .limit(1)

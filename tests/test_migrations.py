@@ -78,8 +78,8 @@ async def test_0003_adds_the_name_column_to_a_filled_ledger_and_downgrade_drops_
         db.upgrade(settings, "0002")
         assert "name" not in _columns(engine)
         _insert(engine, "before")
-        # A server at 0002 is refused by a memstack that needs 0003, naming the fix.
-        with pytest.raises(SchemaMismatch, match="0003"):
+        # A server at 0002 is refused by a memstack that needs the head, naming the fix.
+        with pytest.raises(SchemaMismatch, match=f"needs {db.head_revision()}"):
             await AsyncMemory.open(settings)
 
         db.upgrade(settings)
@@ -101,5 +101,55 @@ async def test_0003_adds_the_name_column_to_a_filled_ledger_and_downgrade_drops_
         assert _names(engine) == {"after": None, "before": None}
         mem = await AsyncMemory.open(settings)
         await mem.close()
+    finally:
+        engine.dispose()
+
+
+def _indexes(engine: sa.Engine) -> dict[str, list[str]]:
+    return {
+        i["name"]: [str(c) for c in i["column_names"]]
+        for i in sa.inspect(engine).get_indexes("memory_message")
+        if i["name"]
+    }
+
+
+async def test_0004_orders_messages_within_a_session_by_time_then_id(
+    fresh_settings: Settings,
+) -> None:
+    settings = fresh_settings
+    cfg = db.alembic_config(db.sync_url(settings))
+    engine = sa.create_engine(db.sync_url(settings))
+    try:
+        db.upgrade(settings, "0003")
+        _insert(engine, "kept")
+        assert _indexes(engine)["ix_message_session_time"] == ["session_id", "created_at"]
+
+        db.upgrade(settings)
+        indexes = _indexes(engine)
+        assert indexes["ix_message_session_order"] == ["session_id", "created_at", "msg_id"]
+        assert "ix_message_session_time" not in indexes
+        if engine.dialect.name == "postgresql":
+            # The point of the index: "the message before" is a backward index step.
+            with engine.begin() as conn:
+                conn.execute(sa.text("SET LOCAL enable_seqscan = off"))
+                plan = "\n".join(
+                    r[0]
+                    for r in conn.execute(
+                        sa.text(
+                            "EXPLAIN SELECT msg_id FROM memory_message WHERE session_id = 's1'"
+                            " AND (created_at, msg_id) < (:t, 'zz')"
+                            " ORDER BY created_at DESC, msg_id DESC LIMIT 1"
+                        ),
+                        {"t": T0},
+                    )
+                )
+            assert "Scan Backward using ix_message_session_order" in plan
+
+        command.downgrade(cfg, "0003")
+        indexes = _indexes(engine)
+        assert "ix_message_session_order" not in indexes
+        assert indexes["ix_message_session_time"] == ["session_id", "created_at"]
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT count(*) FROM memory_message")).scalar() == 1
     finally:
         engine.dispose()

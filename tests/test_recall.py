@@ -165,6 +165,33 @@ async def test_sections_in_order_with_labels(mem: AsyncMemory) -> None:
     assert result.messages[1]["content"] == "今天想看看屏幕尺寸。"
 
 
+async def test_each_candidate_knows_the_message_before_it_in_its_session(
+    mem: AsyncMemory,
+) -> None:
+    """Ledger order within a session is (time, msg_id): same-second messages still chain."""
+    user, a, b = new_id("u"), new_id("s"), new_id("s")
+    said = [
+        (a, "m-2", NOW),
+        (a, "m-1", NOW),  # same second as m-2: the id breaks the tie
+        (b, "m-0", NOW + MINUTE / 2),  # another session in between: never a predecessor
+        (a, "m-3", NOW + MINUTE),
+    ]
+    ids = {
+        msg_id: await mem.remember(user, session, "user", f"message {msg_id}", msg_id=msg_id, ts=ts)
+        for session, msg_id, ts in said
+    }
+    assert (await mem.drain(summarize=False)).failed == 0
+    rows = await mem.recall._rows(user, list(ids.values()))
+    assert {m: rows[ids[m]].prev_id for m in ids} == {
+        "m-0": None,
+        "m-1": None,
+        "m-2": ids["m-1"],
+        "m-3": ids["m-2"],
+    }
+    # Another user's ids are not looked up, whatever they are.
+    assert await mem.recall._rows(new_id("u"), [ids["m-1"]]) == {}
+
+
 async def test_window_messages_are_not_recalled_again(mem: AsyncMemory) -> None:
     user, session = new_id("u"), new_id("s")
     window_ids = await tell(mem, user, session, SCRIPT_EN, NOW - DAY)
