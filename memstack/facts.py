@@ -183,7 +183,22 @@ async def fact_history(s: AsyncSession, user_id: str, key: str | None = None) ->
 
 async def superseded_values(s: AsyncSession, user_id: str) -> dict[str, list[Any]]:
     """Old values per key whose current value differs: the stale-value filter's input."""
+    return _superseded(await _all_facts(s, user_id))
+
+
+async def current_and_superseded(
+    s: AsyncSession, user_id: str
+) -> tuple[list[StoredFact], dict[str, list[Any]]]:
+    """:func:`current_facts` and :func:`superseded_values` from one read of the history
+    (context() needs both, and every query is a round trip on its critical path)."""
     rows = await _all_facts(s, user_id)
+    current = sorted(
+        (r for r in rows if r.valid_until is None), key=lambda f: (-f.confidence, f.key)
+    )
+    return current, _superseded(rows)
+
+
+def _superseded(rows: Sequence[StoredFact]) -> dict[str, list[Any]]:
     current = {r.key: r.value for r in rows if r.valid_until is None}
     stale: dict[str, list[Any]] = defaultdict(list)
     for r in rows:
