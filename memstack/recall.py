@@ -143,6 +143,9 @@ class Recall:
         self._vectors = vectors
         self.knowledge = knowledge
         self._llm: lexical.LLMRewriter | None = None
+        # Writes a context() call starts but does not wait for; kept so that they are not
+        # garbage-collected mid-flight and so that aclose() can finish them.
+        self._pending: set[asyncio.Task[None]] = set()
         if settings.query_rewrite == "llm" and settings.llm_url:
             self._llm = lexical.LLMRewriter(
                 base_url=settings.llm_url,
@@ -151,7 +154,13 @@ class Recall:
                 timeout_s=settings.store_timeout_s,
             )
 
+    async def settle(self) -> None:
+        """Wait for the bookkeeping writes of earlier context() calls (fact hits)."""
+        while self._pending:
+            await asyncio.gather(*list(self._pending))
+
     async def aclose(self) -> None:
+        await self.settle()
         if self._llm is not None:
             await self._llm.aclose()
 
@@ -602,7 +611,13 @@ class Recall:
         if tokens > total:  # the section sums bound the whole; this would be a bug
             raise AssertionError(f"assembled {tokens} tokens for a budget of {total}")
         if fact_kept:
-            await self._record_hits([fact_lines[i][0].id for i in fact_kept], now_s)
+            # A write transaction the caller does not need to wait for: off the critical
+            # path (one to three round trips), finished by settle()/aclose().
+            task = asyncio.create_task(
+                self._record_hits([fact_lines[i][0].id for i in fact_kept], now_s)
+            )
+            self._pending.add(task)
+            task.add_done_callback(self._pending.discard)
         return ContextResult(
             text=assembled.text,
             messages=assembled.messages,

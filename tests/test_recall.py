@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from redis.asyncio import Redis
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
 from memstack import metrics
@@ -23,6 +24,7 @@ from memstack.demo import SCRIPT_EN, SCRIPT_ZH
 from memstack.errors import InvalidContent, InvalidId, SessionOwnershipError, ValidationError
 from memstack.lexical import rewrite_query
 from memstack.memory import AsyncMemory
+from memstack.models import FactRow
 from memstack.packing import pack_history, pack_window
 from memstack.ranking import Candidate, dense_rewrite, fuse, recency
 from memstack.recall import Recall
@@ -146,6 +148,32 @@ async def test_seed_scenario_shows_8000_never_5000(
     history_label = "## 相关历史片段" if locale == "zh" else "## Related history"
     assert facts_at < result.text.index(history_label)
     assert result.degraded == {}
+
+
+async def test_facts_shown_in_a_context_are_counted_once_the_call_settles(
+    mem: AsyncMemory,
+) -> None:
+    """The hit count (which spares a fact from archiving) is written off the call's path."""
+    user = new_id("u")
+    await tell(mem, user, new_id("s"), SCRIPT_EN, NOW - 4 * DAY)
+
+    async def hits() -> dict[str, int]:
+        async with mem.sessions() as s:
+            rows = await s.scalars(select(FactRow).where(FactRow.user_id == user))
+            return {r.fact_key: r.hit_count for r in rows if r.valid_until is None}
+
+    before = await hits()
+    assert before.get("budget_limit") == 0
+    for _ in range(2):
+        result = await mem.context(user, new_id("s"), "What is my budget?", now=NOW)
+        assert "8000" in result.text
+    await mem.recall.settle()
+    after = await hits()
+    assert after["budget_limit"] == 2
+    # Close also waits: a third call's count is not lost when the process shuts down.
+    await mem.context(user, new_id("s"), "What is my budget?", now=NOW)
+    await mem.recall.aclose()
+    assert (await hits())["budget_limit"] == 3
 
 
 async def test_sections_in_order_with_labels(mem: AsyncMemory) -> None:
