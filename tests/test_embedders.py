@@ -2,26 +2,33 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
+import os
 import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from memstack import embedders
 from memstack.embedders import (
     HashingEmbedder,
     MiniLMEmbedder,
     OpenAIEmbedder,
     build_embedder,
+    minilm_model_dir,
+    onnx_export_path,
     resolve_dim,
 )
-from memstack.errors import ConfigError, StoreUnavailable
+from memstack.errors import ConfigError, ModelUnavailable, StoreUnavailable
 from memstack.settings import load_settings
 
 
@@ -201,9 +208,10 @@ def test_hashing_rejects_a_bad_dimension() -> None:
 def test_build_embedder_follows_settings(tmp_path: Any) -> None:
     hashing = build_embedder(load_settings(embedder="hashing", embed_dim=32, home=tmp_path))
     assert isinstance(hashing, HashingEmbedder) and hashing.dim == 32
-    assert isinstance(
-        build_embedder(load_settings(embedder="minilm", home=tmp_path)), MiniLMEmbedder
-    )
+    minilm = build_embedder(load_settings(embedder="minilm", home=tmp_path))
+    assert isinstance(minilm, MiniLMEmbedder) and minilm.runtime == "onnx"
+    on_torch = build_embedder(load_settings(embedder="minilm", minilm_runtime="torch"))
+    assert isinstance(on_torch, MiniLMEmbedder) and on_torch.runtime == "torch"
     remote = build_embedder(
         load_settings(
             embedder="openai", embed_url="http://127.0.0.1:9/v1", embed_model="e5", home=tmp_path
@@ -212,8 +220,17 @@ def test_build_embedder_follows_settings(tmp_path: Any) -> None:
     assert isinstance(remote, OpenAIEmbedder) and remote.model_version == "openai:e5"
 
 
+def test_minilm_runtime_is_onnx_or_torch() -> None:
+    with pytest.raises(ConfigError, match="MEMSTACK_MINILM_RUNTIME"):
+        load_settings(minilm_runtime="tensorflow")
+    with pytest.raises(ConfigError, match="onnx or torch"):
+        MiniLMEmbedder(runtime="tensorflow")  # type: ignore[arg-type]
+
+
 def test_importing_embedders_loads_no_model_library() -> None:
-    heavy = "('torch', 'sentence_transformers', 'transformers')"
+    heavy = (
+        "('torch', 'sentence_transformers', 'transformers', 'onnxruntime', 'onnx', 'tokenizers')"
+    )
     code = f"import sys, memstack.embedders; print(sorted(m for m in {heavy} if m in sys.modules))"
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
@@ -223,28 +240,60 @@ def test_importing_embedders_loads_no_model_library() -> None:
 
 # --- all-MiniLM-L6-v2 ------------------------------------------------------------------------
 
+# Over 256 tokens (max_seq_length): what sentence-transformers drops, ONNX must drop too.
+_LONG = "I keep a diary of the trip. " * 8 + " ".join(
+    f"On day {i} we visited town number {i}." for i in range(60)
+)
+_COMPARED = [
+    "The user wants a light laptop with long battery life for commuting.",
+    "我预算不超过五千，其实可以到八千。",
+    "budget",
+    "",
+    "  \n\t ",
+    "Ünïcödé façade 🎉 — mixed: 预算 budget",
+    _LONG,
+]
+
+
+@pytest.fixture(scope="session")
+def onnx_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One export per test session, outside the user's cache."""
+    return tmp_path_factory.mktemp("onnx-cache")
+
 
 @pytest.fixture(scope="module")
-def minilm() -> MiniLMEmbedder:
-    return MiniLMEmbedder()
+def minilm(onnx_cache: Path) -> MiniLMEmbedder:
+    return MiniLMEmbedder(cache_dir=onnx_cache)
+
+
+@pytest.fixture(scope="module")
+def minilm_torch() -> MiniLMEmbedder:
+    return MiniLMEmbedder(runtime="torch")
+
+
+@pytest.fixture(params=["onnx", "torch"])
+def any_minilm(
+    request: pytest.FixtureRequest, minilm: MiniLMEmbedder, minilm_torch: MiniLMEmbedder
+) -> MiniLMEmbedder:
+    return minilm if request.param == "onnx" else minilm_torch
 
 
 @pytest.mark.slow
-async def test_minilm_vectors_are_384_normalised_and_distinct(minilm: MiniLMEmbedder) -> None:
+async def test_minilm_vectors_are_384_normalised_and_distinct(any_minilm: MiniLMEmbedder) -> None:
     chunks = [
         "The user wants a light laptop with long battery life for commuting.",
         "Their budget was raised from 5000 to 8000 yuan last week.",
     ]
-    vectors = await minilm.embed(chunks)
-    assert minilm.dim == 384 and minilm.model_version == "all-MiniLM-L6-v2"
+    vectors = await any_minilm.embed(chunks)
+    assert any_minilm.dim == 384 and any_minilm.model_version == "all-MiniLM-L6-v2"
     assert [len(v) for v in vectors] == [384, 384]
     assert all(_norm(v) == pytest.approx(1.0, abs=1e-5) for v in vectors)
     assert _cos(vectors[0], vectors[1]) < 0.9
 
 
 @pytest.mark.slow
-async def test_minilm_paraphrase_is_closer_than_unrelated(minilm: MiniLMEmbedder) -> None:
-    anchor, paraphrase, unrelated = await minilm.embed(
+async def test_minilm_paraphrase_is_closer_than_unrelated(any_minilm: MiniLMEmbedder) -> None:
+    anchor, paraphrase, unrelated = await any_minilm.embed(
         [
             "How much money can I spend on the new laptop?",
             "What is my budget for buying a notebook computer?",
@@ -255,13 +304,120 @@ async def test_minilm_paraphrase_is_closer_than_unrelated(minilm: MiniLMEmbedder
 
 
 @pytest.mark.slow
-async def test_minilm_model_is_loaded_once_per_process(minilm: MiniLMEmbedder) -> None:
-    from memstack import embedders
-
-    await minilm.embed(["warm up"])
-    loaded = dict(embedders._models)
-    other = MiniLMEmbedder()
+async def test_minilm_model_is_loaded_once_per_process(any_minilm: MiniLMEmbedder) -> None:
+    await any_minilm.embed(["warm up"])
+    loaded = (dict(embedders._models), dict(embedders._onnx_models))
+    other = MiniLMEmbedder(runtime=any_minilm.runtime, cache_dir=any_minilm._cache_dir)
     single = await other.embed(["warm up"])
-    assert embedders._models == loaded and len(loaded) == 1
+    assert (embedders._models, embedders._onnx_models) == loaded
     batch = await other.embed(["warm up", "another text"])
     assert batch[0] == pytest.approx(single[0], abs=1e-5)  # batching does not change a vector
+
+
+@pytest.mark.slow
+async def test_onnx_vectors_are_the_torch_vectors(
+    minilm: MiniLMEmbedder, minilm_torch: MiniLMEmbedder
+) -> None:
+    tokenizer = embedders._load_sentence_transformer(minilm_model_dir()).tokenizer
+    assert len(tokenizer(_LONG)["input_ids"]) > 300  # the long text is truncated
+
+    expected = await minilm_torch.embed(_COMPARED)
+    # A small batch size makes the mixed lengths cross batch boundaries, where the ONNX
+    # path sorts by length and pads per batch.
+    small_batches = MiniLMEmbedder(cache_dir=minilm._cache_dir)
+    small_batches.batch_size = 3
+    for got in (await minilm.embed(_COMPARED), await small_batches.embed(_COMPARED)):
+        for text, a, b in zip(_COMPARED, got, expected, strict=True):
+            assert _cos(a, b) > 0.9999, text[:40]
+    for text, b in zip(_COMPARED, expected, strict=True):
+        (alone,) = await minilm.embed([text])
+        assert _cos(alone, b) > 0.9999, text[:40]
+
+
+@pytest.mark.slow
+async def test_onnx_truncates_where_torch_does(
+    minilm: MiniLMEmbedder, minilm_torch: MiniLMEmbedder
+) -> None:
+    # Past 256 tokens nothing counts, in either runtime; before it everything does (the
+    # model's tokenizer.json alone would cut at 128).
+    tails = [_LONG + " Then it rained.", _LONG + " Then we flew home to Lisbon."]
+    for emb in (minilm, minilm_torch):
+        a, b = await emb.embed(tails)
+        assert _cos(a, b) > 0.99999
+    words = _LONG.split()
+    head = " ".join(words[:110])
+    near, far = await minilm.embed([head + " about the weather", head + " about my budget"])
+    assert _cos(near, far) < 0.9999
+
+
+@pytest.mark.slow
+def test_onnx_export_is_reused_by_a_new_process_without_torch(
+    minilm: MiniLMEmbedder, onnx_cache: Path
+) -> None:
+    (vector,) = minilm._encode(["reuse me"])  # exported by now
+    path = onnx_export_path(minilm_model_dir(), onnx_cache)
+    before = path.stat()
+    code = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from memstack.embedders import MiniLMEmbedder\n"
+        f"vector = MiniLMEmbedder(cache_dir=Path({str(onnx_cache)!r}))._encode(['reuse me'])[0]\n"
+        "print(json.dumps({'torch': 'torch' in sys.modules, 'vector': vector}))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["torch"] is False  # the cached graph is all a process needs
+    assert _cos(out["vector"], vector) > 0.99999
+    after = path.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert [p.name for p in onnx_cache.iterdir()] == [path.name]  # no temporary file left
+
+
+@pytest.mark.slow
+def test_a_damaged_onnx_cache_file_is_exported_again(
+    minilm: MiniLMEmbedder, onnx_cache: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (good,) = minilm._encode(["a damaged cache"])
+    source = onnx_export_path(minilm_model_dir(), onnx_cache)
+    damaged = onnx_export_path(minilm_model_dir(), tmp_path)
+    damaged.write_bytes(source.read_bytes()[: source.stat().st_size // 2])  # a copy cut short
+    # Temporary files of exports: one of a process killed two hours ago, one in progress.
+    killed = tmp_path / f".{damaged.stem}.killed.tmp"
+    running = tmp_path / f".{damaged.stem}.running.tmp"
+    killed.write_bytes(b"half")
+    running.write_bytes(b"half")
+    os.utime(killed, (time.time() - 7200, time.time() - 7200))
+    with caplog.at_level(logging.WARNING, logger="memstack.embedders"):
+        (again,) = MiniLMEmbedder(cache_dir=tmp_path)._encode(["a damaged cache"])
+    assert "exporting it again" in caplog.text
+    assert _cos(again, good) > 0.99999
+    assert damaged.stat().st_size == source.stat().st_size
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([damaged.name, running.name])
+
+
+async def test_a_failed_export_names_the_torch_runtime(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("the cache folder cannot be created under a file")
+    emb = MiniLMEmbedder(cache_dir=blocker / "cache")
+    with pytest.raises(ModelUnavailable, match="MEMSTACK_MINILM_RUNTIME=torch") as info:
+        await emb.embed(["x"])
+    # A StoreUnavailable: the worker keeps jobs pending instead of dead-lettering them.
+    assert isinstance(info.value, StoreUnavailable)
+    assert info.value.__cause__ is not None
+
+
+def test_onnx_refuses_a_model_it_would_embed_differently(tmp_path: Path) -> None:
+    source = minilm_model_dir()
+    for item in source.iterdir():
+        if item.name != "1_Pooling":
+            (tmp_path / item.name).symlink_to(item)
+    pooling = json.loads((source / "1_Pooling" / "config.json").read_text())
+    pooling.update(pooling_mode_mean_tokens=False, pooling_mode_cls_token=True)
+    (tmp_path / "1_Pooling").mkdir()
+    (tmp_path / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+    emb = MiniLMEmbedder(tmp_path, cache_dir=tmp_path / "cache")
+    with pytest.raises(ModelUnavailable, match="MEMSTACK_MINILM_RUNTIME=torch"):
+        emb._encode(["x"])
+    assert not (tmp_path / "cache").exists()
