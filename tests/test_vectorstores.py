@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import random
 import shutil
@@ -21,15 +22,23 @@ from typing import Any
 import pytest
 
 from memstack.embedders import HashingEmbedder
-from memstack.errors import ConfigError, SchemaMismatch, StoreUnavailable, ValidationError
+from memstack.errors import (
+    ConfigError,
+    SchemaMismatch,
+    StoreError,
+    StoreUnavailable,
+    ValidationError,
+)
 from memstack.settings import load_settings
 from memstack.vectorstores.base import VectorHit, VectorRecord, VectorStore
-from memstack.vectorstores.chroma import ChromaStore
+from memstack.vectorstores.chroma import DIM_KEY, VERSION_KEY, ChromaStore, shard_name, shard_of
 from memstack.vectorstores.factory import build_kb_store, build_memory_store
 from memstack.vectorstores.qdrant import QdrantStore, point_id
 
 DIM = 16
-BACKENDS = ["chroma-embedded", "chroma-server", "qdrant-local"]
+# chroma-sharded: embedded, the vectors hashed by user into SHARDS collections.
+BACKENDS = ["chroma-embedded", "chroma-server", "chroma-sharded", "qdrant-local"]
+SHARDS = 4
 
 Store = ChromaStore | QdrantStore
 MakeStore = Callable[..., Awaitable[Store]]
@@ -125,6 +134,15 @@ async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
         if backend == "chroma-embedded":
             store = await ChromaStore.open(
                 collection, model_version=model_version, dim=dim, path=tmp_path / "c"
+            )
+        elif backend == "chroma-sharded":
+            store = await ChromaStore.open(
+                collection,
+                model_version=model_version,
+                dim=dim,
+                path=tmp_path / "c",
+                shards=SHARDS,
+                shard_key="user_id",
             )
         elif backend == "chroma-server":
             store = await ChromaStore.open(
@@ -364,6 +382,27 @@ async def make_chroma(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIt
         await store.close()
 
 
+def open_shards(store: ChromaStore) -> dict[int, Any]:
+    """The shards ``store`` has opened so far, by index."""
+    assert store._layout is not None
+    return store._layout.shards
+
+
+def only_shard(store: ChromaStore) -> Any:
+    """The one collection, with its search state, of an unsharded store."""
+    assert store._layout is not None and store._layout.count == 1
+    return store._layout.shards[0]
+
+
+def large_scopes(store: ChromaStore) -> dict[Any, int]:
+    """The scopes every open shard of ``store`` remembers as too large for brute force."""
+    return {
+        key: limit
+        for shard in open_shards(store).values()
+        for key, limit in shard.large_scopes.items()
+    }
+
+
 def same_hits(a: list[VectorHit], b: list[VectorHit]) -> None:
     assert [h.id for h in a] == [h.id for h in b]
     assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
@@ -396,8 +435,8 @@ async def test_chroma_brute_force_and_hnsw_agree(make_chroma: MakeChroma) -> Non
                 same_hits(await threshold.search(q, scope={"user_id": user}, top_k=top_k), expected)
                 same_hits(await brute.search(q, scope={"user_id": user}, top_k=top_k), expected)
     # bob went to HNSW on the threshold store, and is remembered as too large for a get.
-    assert threshold._large_scopes == {(("user_id", "bob"),): 100}
-    assert brute._large_scopes == {}
+    assert large_scopes(threshold) == {(("user_id", "bob"),): 100}
+    assert large_scopes(brute) == {}
 
 
 async def test_chroma_brute_force_never_returns_another_users_vectors(
@@ -420,7 +459,7 @@ async def test_chroma_brute_force_never_returns_another_users_vectors(
                 assert hits[0].id == target.id
                 assert hits[0].score == pytest.approx(1.0, abs=1e-5)
     assert await store.search(unit(rng), scope={"user_id": "mallory"}, top_k=10) == []
-    assert store._large_scopes == {}
+    assert large_scopes(store) == {}
 
 
 async def test_chroma_brute_force_honours_where(make_chroma: MakeChroma) -> None:
@@ -453,14 +492,14 @@ async def test_chroma_brute_force_honours_where(make_chroma: MakeChroma) -> None
         assert sorted(h.id for h in hits) == sorted(expected_ids)
         assert all(h.metadata["user_id"] == user for h in hits)
         same_hits(hits, await hnsw.search(q, scope={"user_id": user}, where=where, top_k=50))
-    assert store._large_scopes == {}
+    assert large_scopes(store) == {}
     # Without the where, bob is too large and takes the HNSW path.
     q = unit(rng)
     same_hits(
         await store.search(q, scope={"user_id": "bob"}, top_k=5),
         await hnsw.search(q, scope={"user_id": "bob"}, top_k=5),
     )
-    assert store._large_scopes == {(("user_id", "bob"),): 30}
+    assert large_scopes(store) == {(("user_id", "bob"),): 30}
 
 
 async def test_chroma_scope_shrunk_by_delete_goes_back_to_brute_force(
@@ -475,14 +514,14 @@ async def test_chroma_scope_shrunk_by_delete_goes_back_to_brute_force(
         await store.search(q, scope={"user_id": "alice"}, top_k=15),
         await hnsw.search(q, scope={"user_id": "alice"}, top_k=15),
     )
-    assert store._large_scopes == {(("user_id", "alice"),): 10}
+    assert large_scopes(store) == {(("user_id", "alice"),): 10}
 
     await store.delete(scope={"user_id": "alice"}, ids=[f"a{i}" for i in range(10)])
-    assert store._large_scopes == {}
+    assert large_scopes(store) == {}
     hits = await store.search(q, scope={"user_id": "alice"}, top_k=15)
     assert sorted(h.id for h in hits) == [f"a{i}" for i in range(10, 15)]
     same_hits(hits, await hnsw.search(q, scope={"user_id": "alice"}, top_k=15))
-    assert store._large_scopes == {}
+    assert large_scopes(store) == {}
 
 
 async def test_chroma_brute_force_drops_rows_changed_between_its_two_reads(
@@ -492,7 +531,7 @@ async def test_chroma_brute_force_drops_rows_changed_between_its_two_reads(
     rng = random.Random(25)
     records = [record(f"a{i}", unit(rng), "alice") for i in range(10)]
     await store.upsert(records)
-    collection = store._collection
+    collection = only_shard(store).collection
     real_get = collection.get
 
     def get_then_race(*args: Any, **kwargs: Any) -> Any:
@@ -556,7 +595,7 @@ async def test_chroma_concurrent_searches_of_one_scope_share_one_read(
     q1, q2 = unit(rng), unit(rng)
     expected = [await store.search(q, scope={"user_id": "alice"}, top_k=5) for q in (q1, q2)]
 
-    held = HeldScopeReads(store._collection, monkeypatch)
+    held = HeldScopeReads(only_shard(store).collection, monkeypatch)
     first = asyncio.create_task(store.search(q1, scope={"user_id": "alice"}, top_k=5))
     await held.wait_started(1)
     second = asyncio.create_task(store.search(q2, scope={"user_id": "alice"}, top_k=5))
@@ -581,7 +620,7 @@ async def test_chroma_search_after_our_write_does_not_join_an_earlier_read(
         [record(f"a{i}", unit(rng), "alice") for i in range(20)]
         + [record(f"b{i}", unit(rng), "bob") for i in range(200)]
     )
-    held = HeldScopeReads(store._collection, monkeypatch)
+    held = HeldScopeReads(only_shard(store).collection, monkeypatch)
     early = asyncio.create_task(store.search(unit(rng), scope={"user_id": "alice"}, top_k=5))
     await held.wait_started(1)
 
@@ -620,7 +659,7 @@ async def test_chroma_scope_that_is_a_large_share_of_the_collection_uses_hnsw(
             await store.search(q, scope={"user_id": user}, top_k=10),
             await hnsw.search(q, scope={"user_id": user}, top_k=10),
         )
-    assert store._large_scopes == {(("user_id", "bob"),): 95}
+    assert large_scopes(store) == {(("user_id", "bob"),): 95}
 
 
 async def test_chroma_defaults_keep_hnsw_for_a_user_who_owns_the_collection(
@@ -631,8 +670,8 @@ async def test_chroma_defaults_keep_hnsw_for_a_user_who_owns_the_collection(
     await store.upsert([record(f"a{i}", unit(rng), "alice") for i in range(30)])
     assert len(await store.search(unit(rng), scope={"user_id": "alice"}, top_k=5)) == 5
     # 2% of 30 vectors is a limit of 0: not even a probe, so nothing is remembered.
-    assert store._brute_force_limit(store._collection) == 0
-    assert store._large_scopes == {}
+    assert only_shard(store).brute_force_limit(store.brute_force_max, store.brute_force_share) == 0
+    assert large_scopes(store) == {}
     await store.close()
 
 
@@ -648,14 +687,14 @@ async def test_chroma_large_scope_is_probed_again_when_the_collection_grows(
     )
     q = unit(rng)
     await store.search(q, scope={"user_id": "alice"}, top_k=5)
-    assert store._large_scopes == {(("user_id", "alice"),): 20}
+    assert large_scopes(store) == {(("user_id", "alice"),): 20}
 
     await store.upsert([record(f"c{i}", unit(rng), "carol") for i in range(100)])
     same_hits(
         await store.search(q, scope={"user_id": "alice"}, top_k=5),
         await hnsw.search(q, scope={"user_id": "alice"}, top_k=5),
     )
-    assert store._large_scopes == {}
+    assert large_scopes(store) == {}
 
 
 @pytest.mark.parametrize(("option", "value"), [("brute_force_max", -1), ("brute_force_share", 1.5)])
@@ -664,6 +703,436 @@ def test_chroma_bad_brute_force_limits_are_a_config_error(
 ) -> None:
     with pytest.raises(ConfigError, match=option):
         ChromaStore("agent_memory", model_version="m", dim=DIM, path=tmp_path, **{option: value})
+
+
+# --- Chroma: shards -----------------------------------------------------------------------
+
+MakeSharded = Callable[..., Awaitable[ChromaStore]]
+
+
+@pytest.fixture(params=["chroma-embedded", "chroma-server"])
+async def make_sharded(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[MakeSharded]:
+    """Opens Chroma stores sharded by user_id; the same name is the same store."""
+    server = request.getfixturevalue("chroma_server") if request.param == "chroma-server" else None
+    prefix = f"t{uuid.uuid4().hex[:12]}"
+    opened: list[ChromaStore] = []
+
+    async def make(
+        shards: int = 8,
+        *,
+        name: str = "memory",
+        model_version: str = "m",
+        brute_force_max: int = 1000,
+        brute_force_share: float = 1.0,
+    ) -> ChromaStore:
+        location: dict[str, Any] = {"url": server} if server else {"path": tmp_path / "c"}
+        store = await ChromaStore.open(
+            f"{prefix}_{name}",
+            model_version=model_version,
+            dim=DIM,
+            brute_force_max=brute_force_max,
+            brute_force_share=brute_force_share,
+            shards=shards,
+            shard_key="user_id" if shards > 1 else None,
+            **location,
+        )
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        await store.close()
+
+
+def random_users(rng: random.Random, n: int) -> dict[str, list[VectorRecord]]:
+    """``n`` users with random ids, each owning 5-30 records over two sessions."""
+    users: dict[str, list[VectorRecord]] = {}
+    for _ in range(n):
+        user = f"user-{rng.getrandbits(48):012x}"
+        users[user] = [
+            record(f"{user}:m{i}#0", unit(rng), user, session_id=f"s{i % 2}", turn=i)
+            for i in range(rng.randint(5, 30))
+        ]
+    return users
+
+
+def collection_names(store: ChromaStore) -> set[str]:
+    return {c.name for c in store._connect().list_collections()}
+
+
+def shard_collections(store: ChromaStore) -> set[str]:
+    """Names of the shard collections of ``store`` (the server holds other tests' too)."""
+    return {n for n in collection_names(store) if n.startswith(f"{store.collection_name}.")}
+
+
+async def test_chroma_shards_route_users_apart_and_search_only_the_users_own_vectors(
+    make_sharded: MakeSharded,
+) -> None:
+    store = await make_sharded(8)
+    rng = random.Random(40)
+    users = random_users(rng, 60)
+    await store.upsert([r for records in users.values() for r in records])
+
+    # Every shard collection holds exactly the users that hash to it.
+    assert len(open_shards(store)) == 8
+    for index, shard in open_shards(store).items():
+        rows = shard.collection.get(include=["metadatas"])
+        owners = {m["user_id"] for m in rows["metadatas"]}
+        assert owners == {u for u in users if shard_of(u, 8) == index}
+    assert shard_collections(store) == {shard_name(store.collection_name, i, 8) for i in range(8)}
+
+    for user in rng.sample(sorted(users), 30):
+        own = {r.id for r in users[user]}
+        for top_k in (3, 100):
+            hits = await store.search(unit(rng), scope={"user_id": user}, top_k=top_k)
+            assert len(hits) == min(top_k, len(own))
+            assert {h.id for h in hits} <= own
+            assert all(h.metadata["user_id"] == user for h in hits)
+    assert await store.search(unit(rng), scope={"user_id": "mallory"}, top_k=10) == []
+
+
+@pytest.mark.parametrize("brute_force_max", [0, 1000])
+async def test_chroma_sharded_store_returns_the_hits_of_a_single_collection(
+    make_sharded: MakeSharded, brute_force_max: int
+) -> None:
+    sharded = await make_sharded(8, brute_force_max=brute_force_max)
+    single = await make_sharded(1, name="single", brute_force_max=brute_force_max)
+    rng = random.Random(41)
+    users = random_users(rng, 20)
+    records = [r for rs in users.values() for r in rs]
+    await sharded.upsert(records)
+    await single.upsert(records)
+    assert single.layout == "single collection" and sharded.layout == "8 shards by user_id"
+
+    for user in users:
+        q = unit(rng)
+        for where in (None, {"session_id": "s1"}):
+            same_hits(
+                await sharded.search(q, scope={"user_id": user}, where=where, top_k=10),
+                await single.search(q, scope={"user_id": user}, where=where, top_k=10),
+            )
+    # Without the shard key in the filter the search fans out over the shards and
+    # merges by score: slower, same answer.
+    for scope in ({"session_id": "s0"}, {"role": "missing"}):
+        q = unit(rng)
+        same_hits(
+            await sharded.search(q, scope=scope, top_k=25),
+            await single.search(q, scope=scope, top_k=25),
+        )
+
+
+async def test_chroma_sharded_brute_force_and_hnsw_agree_with_limits_per_shard(
+    make_sharded: MakeSharded,
+) -> None:
+    # A share of 0.5 of each shard: alice's 20 vectors fit her shard's limit, bob's 90
+    # do not, though both would fit half of the whole store.
+    store = await make_sharded(4, brute_force_max=1000, brute_force_share=0.5)
+    hnsw = await make_sharded(4, brute_force_max=0)
+    rng = random.Random(42)
+    alice, bob = "alice", "bob"
+    assert shard_of(alice, 4) != shard_of(bob, 4)
+    filler = [u for u in (f"f{i}" for i in range(100)) if shard_of(u, 4) == shard_of(alice, 4)]
+    await store.upsert(
+        [record(f"a{i}", unit(rng), alice) for i in range(20)]
+        + [record(f"b{i}", unit(rng), bob) for i in range(90)]
+        + [record(f"{u}#0", unit(rng), u) for u in filler[:30]]
+        + [record(f"x{i}", unit(rng), f"x{i}") for i in range(200)]
+    )
+    for user in (alice, bob):
+        for top_k in (1, 10, 100):
+            q = unit(rng)
+            same_hits(
+                await store.search(q, scope={"user_id": user}, top_k=top_k),
+                await hnsw.search(q, scope={"user_id": user}, top_k=top_k),
+            )
+    bob_shard = open_shards(store)[shard_of(bob, 4)]
+    bob_count = bob_shard.collection.count()
+    assert bob_count < (await store.count()) / 2
+    assert bob_shard.brute_force_limit(1000, 0.5) == bob_count // 2
+    assert bob_shard.large_scopes == {(("user_id", bob),): bob_count // 2}
+    assert open_shards(store)[shard_of(alice, 4)].large_scopes == {}
+
+
+async def test_chroma_sharded_search_sees_the_write_that_completed_before_it(
+    make_sharded: MakeSharded,
+) -> None:
+    store = await make_sharded(4)
+    rng = random.Random(43)
+    for i in range(10):
+        new = record(f"n{i}", unit(rng), f"user{i % 3}")
+        await store.upsert([new])
+        hits = await store.search(new.vector, scope={"user_id": f"user{i % 3}"}, top_k=1)
+        assert hits[0].id == f"n{i}"
+
+
+async def test_chroma_concurrent_searches_open_each_shard_once(
+    make_sharded: MakeSharded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = await make_sharded(8)
+    rng = random.Random(44)
+    users = random_users(rng, 40)
+    await writer.upsert([r for rs in users.values() for r in rs])
+    await writer.close()
+
+    reader = await make_sharded(8)
+    assert open_shards(reader) == {}  # shards open on first use, not with the root
+    opened: list[str] = []
+    real_collection = reader._collection
+
+    def counted(name: str, *args: Any, **kwargs: Any) -> Any:
+        opened.append(name)
+        return real_collection(name, *args, **kwargs)
+
+    monkeypatch.setattr(reader, "_collection", counted)
+    targets = [rng.choice(users[u]) for u in users for _ in range(3)]
+    results = await asyncio.gather(
+        *[
+            reader.search(t.vector, scope={"user_id": str(t.metadata["user_id"])}, top_k=5)
+            for t in targets
+        ]
+    )
+    for target, hits in zip(targets, results, strict=True):
+        assert hits[0].id == target.id
+        assert all(h.metadata["user_id"] == target.metadata["user_id"] for h in hits)
+    assert sorted(open_shards(reader)) == sorted({shard_of(u, 8) for u in users})
+    assert sorted(opened) == sorted(
+        shard_name(reader.collection_name, i, 8) for i in open_shards(reader)
+    )
+
+
+async def test_chroma_shard_layout_persists_across_reopen_with_another_shard_count(
+    make_sharded: MakeSharded, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = await make_sharded(4)
+    rng = random.Random(45)
+    users = random_users(rng, 10)
+    await store.upsert([r for rs in users.values() for r in rs])
+    total = await store.count()
+    await store.close()
+
+    with caplog.at_level(logging.WARNING, logger="memstack.vectorstores"):
+        again = await make_sharded(16)
+        await make_sharded(16)
+    assert again.layout == "4 shards by user_id"
+    assert again.shards == 16  # the setting, overruled by the layout on disk
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and "4 shard(s), not the configured 16" in warnings[0]
+    assert await again.count() == total
+    for user, records in users.items():
+        hits = await again.search(records[0].vector, scope={"user_id": user}, top_k=3)
+        assert hits[0].id == records[0].id
+    # New records follow the old layout too.
+    await again.upsert([record("late", unit(rng), "late-user")])
+    assert await again.count({"user_id": "late-user"}) == 1
+    assert {n.rsplit("-of-", 1)[1] for n in shard_collections(again)} == {"4"}
+
+
+async def test_chroma_legacy_single_collection_with_data_keeps_being_read(
+    make_sharded: MakeSharded, caplog: pytest.LogCaptureFixture
+) -> None:
+    old = await make_sharded(1)
+    rng = random.Random(46)
+    users = random_users(rng, 5)
+    await old.upsert([r for rs in users.values() for r in rs])
+    # What memstack wrote before sharding: the same collection, without a shard count.
+    only_shard(old).collection.modify(metadata={VERSION_KEY: "m", DIM_KEY: DIM})
+    await old.close()
+
+    with caplog.at_level(logging.WARNING, logger="memstack.vectorstores"):
+        store = await make_sharded(8)
+    assert store.layout.startswith("single collection (written before sharding")
+    assert "memstack reindex" in caplog.text
+    for user, records in users.items():
+        hits = await store.search(records[-1].vector, scope={"user_id": user}, top_k=40)
+        assert hits[0].id == records[-1].id and len(hits) == len(records)
+    await store.upsert([record("new", unit(rng), "newcomer")])
+    assert await store.count({"user_id": "newcomer"}) == 1
+    assert shard_collections(store) == set()
+
+
+async def test_chroma_empty_legacy_collection_takes_the_configured_layout(
+    make_sharded: MakeSharded,
+) -> None:
+    old = await make_sharded(1)
+    only_shard(old).collection.modify(metadata={VERSION_KEY: "m", DIM_KEY: DIM})
+    await old.close()
+    store = await make_sharded(8)
+    assert store.layout == "8 shards by user_id"
+    await store.close()
+    assert (await make_sharded(2)).layout == "8 shards by user_id"
+
+
+async def test_chroma_drop_removes_every_shard_and_the_next_open_takes_the_setting(
+    make_sharded: MakeSharded,
+) -> None:
+    store = await make_sharded(4)
+    rng = random.Random(47)
+    await store.upsert([r for rs in random_users(rng, 10).values() for r in rs])
+    root = store.collection_name
+    other = await make_sharded(4, name="neighbour")
+    await other.upsert([record("n", unit(rng), "u")])
+
+    await store.drop()
+    names = collection_names(store)
+    assert not any(n == root or n.startswith(f"{root}.") for n in names)
+    assert other.collection_name in names  # only this store's collections go
+
+    again = await make_sharded(16)
+    assert again.layout == "16 shards by user_id"
+    assert await again.count() == 0
+    # Dropping a legacy single collection re-shards it the same way.
+    legacy = await make_sharded(1, name="legacy")
+    await legacy.upsert([record("a", unit(rng), "u")])
+    only_shard(legacy).collection.modify(metadata={VERSION_KEY: "m", DIM_KEY: DIM})
+    await legacy.close()
+    reopened = await make_sharded(4, name="legacy")
+    assert reopened.layout.startswith("single collection (written before")
+    await reopened.drop()
+    await reopened.close()
+    assert (await make_sharded(4, name="legacy")).layout == "4 shards by user_id"
+    assert await other.count() == 1
+
+
+async def test_chroma_sharded_count_with_and_without_the_shard_key(
+    make_sharded: MakeSharded,
+) -> None:
+    store = await make_sharded(8)
+    rng = random.Random(48)
+    users = random_users(rng, 25)
+    await store.upsert([r for rs in users.values() for r in rs])
+    await store.close()
+    store = await make_sharded(8)
+
+    assert await store.count() == sum(len(rs) for rs in users.values())
+    for user, records in users.items():
+        assert await store.count({"user_id": user}) == len(records)
+        assert await store.count({"user_id": user, "session_id": "s0"}) == len(
+            [r for r in records if r.metadata["session_id"] == "s0"]
+        )
+    assert await store.count({"session_id": "s1"}) == sum(
+        1 for rs in users.values() for r in rs if r.metadata["session_id"] == "s1"
+    )
+    # A user of a shard nobody wrote to: counted as 0, and no empty shard is created.
+    empty = await make_sharded(64, name="sparse")
+    await empty.upsert([record("a", unit(rng), "alice")])
+    absent = next(
+        u for u in (f"u{i}" for i in range(1000)) if shard_of(u, 64) != shard_of("alice", 64)
+    )
+    assert await empty.count({"user_id": absent}) == 0
+    assert await empty.search(unit(rng), scope={"user_id": absent}, top_k=5) == []
+    await empty.delete(scope={"user_id": absent})
+    assert await empty.count() == 1
+    assert shard_collections(empty) == {
+        shard_name(empty.collection_name, shard_of("alice", 64), 64)
+    }
+
+
+async def test_chroma_sharded_delete_by_scope_only_touches_that_user(
+    make_sharded: MakeSharded,
+) -> None:
+    store = await make_sharded(4)
+    rng = random.Random(49)
+    users = random_users(rng, 12)
+    await store.upsert([r for rs in users.values() for r in rs])
+    victim, *others = sorted(users)
+    neighbour = next((u for u in others if shard_of(u, 4) == shard_of(victim, 4)), None)
+
+    await store.delete(scope={"user_id": victim})
+    assert await store.count({"user_id": victim}) == 0
+    assert await store.search(users[victim][0].vector, scope={"user_id": victim}, top_k=5) == []
+    for user in others:
+        assert await store.count({"user_id": user}) == len(users[user])
+    assert neighbour is None or await store.count({"user_id": neighbour}) > 0
+
+    # ids outside the scope are not touched, in this user's shard or any other.
+    target = others[0]
+    foreign = [users[u][0].id for u in others[1:]]
+    await store.delete(scope={"user_id": target}, ids=[users[target][0].id, *foreign])
+    assert await store.count({"user_id": target}) == len(users[target]) - 1
+    for user in others[1:]:
+        assert await store.count({"user_id": user}) == len(users[user])
+
+    # Without the shard key the delete fans out over every shard.
+    await store.delete(scope={"session_id": "s0"})
+    assert await store.count({"session_id": "s0"}) == 0
+    assert await store.count({"session_id": "s1"}) == sum(
+        1 for u in others for r in users[u] if r.metadata["session_id"] == "s1"
+    )
+
+
+@pytest.mark.parametrize(
+    "bad_metadata", [{}, {"session_id": "s"}, {"user_id": 7}, {"user_id": True}]
+)
+async def test_chroma_sharded_record_without_a_string_shard_key_raises_and_writes_nothing(
+    make_sharded: MakeSharded, bad_metadata: dict[str, Any]
+) -> None:
+    store = await make_sharded(4)
+    rng = random.Random(50)
+    good = [record(f"g{i}", unit(rng), f"user{i}") for i in range(10)]
+    bad = VectorRecord("bad", "text", unit(rng), bad_metadata)
+    with pytest.raises(ValidationError, match="'user_id'"):
+        await store.upsert([*good, bad])
+    assert await store.count() == 0
+
+
+async def test_chroma_sharded_schema_mismatch_is_detected_on_the_root_and_on_shards(
+    make_sharded: MakeSharded,
+) -> None:
+    store = await make_sharded(4)
+    rng = random.Random(51)
+    await store.upsert([record("a", unit(rng), "alice")])
+    await store.close()
+    with pytest.raises(SchemaMismatch, match="memstack reindex"):
+        await make_sharded(4, model_version="other-model")
+
+    # A shard written by another embedder (e.g. left over a failed drop) is refused
+    # when it is first touched.
+    shard = shard_name(store.collection_name, shard_of("alice", 4), 4)
+    store._connect().get_collection(shard).modify(metadata={VERSION_KEY: "other", DIM_KEY: DIM})
+    again = await make_sharded(4)
+    with pytest.raises(SchemaMismatch, match="memstack reindex"):
+        await again.search(unit(rng), scope={"user_id": "alice"}, top_k=1)
+
+
+async def test_chroma_call_in_flight_across_a_drop_creates_no_orphan_shard(
+    make_sharded: MakeSharded,
+) -> None:
+    store = await make_sharded(4)
+    before = store._layout
+    assert before is not None
+    await store.drop()
+    # A call that routed by the dropped layout must not recreate one of its shards: a
+    # new root of the same count would adopt it.
+    with pytest.raises(StoreError, match="dropped or closed"):
+        store._shard(before, 0)
+    assert shard_collections(store) == set()
+
+
+def test_chroma_shard_routing_is_stable_across_processes() -> None:
+    # A changed hash would strand every stored vector in a shard nobody reads: these
+    # values are CRC-32 of the UTF-8 bytes, the same in every process and version.
+    assert [shard_of(u, 64) for u in ("alice", "bob", "用户", "")] == [7, 0, 29, 0]
+    assert shard_name("agent_memory", 3, 64) == "agent_memory.3-of-64"
+
+
+@pytest.mark.parametrize(
+    ("shards", "shard_key", "match"),
+    [(0, "user_id", "shards"), (2000, "user_id", "shards"), (4, None, "shard_key")],
+)
+def test_chroma_bad_shard_settings_are_a_config_error(
+    tmp_path: Path, shards: int, shard_key: str | None, match: str
+) -> None:
+    with pytest.raises(ConfigError, match=match):
+        ChromaStore(
+            "agent_memory",
+            model_version="m",
+            dim=DIM,
+            path=tmp_path,
+            shards=shards,
+            shard_key=shard_key,
+        )
 
 
 # --- Qdrant specifics ---------------------------------------------------------------------

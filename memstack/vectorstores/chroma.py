@@ -3,19 +3,29 @@
 Embedded (``PersistentClient`` on a folder) or a ``chroma run`` server (``HttpClient``).
 The client is synchronous, so every call runs in a worker thread.
 
-Chroma's HNSW query with a metadata filter is slow when the filter is selective: a
-``user_id`` that owns 100 of 100,000 vectors costs tens of milliseconds, far more than
-reading those 100 vectors. So :meth:`ChromaStore.search` scores a scope by brute force
-when it is both small and a small share of the collection, and keeps the HNSW query
-for the others.
+Chroma evaluates a metadata filter over every row of a collection, so reading one
+user's 100 vectors out of 100,000 costs tens of milliseconds whatever the search
+does with them. Two things keep a user's search small:
+
+- **Shards.** With ``shards > 1`` the vectors live in that many collections, routed by
+  a stable hash of one metadata key (semantic memory: ``user_id``), so a user's
+  search filters one shard's rows instead of the whole store's. The root collection
+  (the store's name) records the shard count and holds the vectors only when there
+  is one shard, which is also the layout of stores written before sharding.
+- **Brute force.** Within a collection, a scope that is both small and a small share
+  of it is read and scored by numpy instead of the filtered HNSW query, which is slow
+  when its filter is selective.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import re
 import threading
 import time
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,7 +33,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from memstack.errors import ConfigError
+from memstack.errors import ConfigError, SchemaMismatch, StoreError, ValidationError
 from memstack.vectorstores.base import MetaValue, VectorHit, VectorRecord
 from memstack.vectorstores.filters import (
     check_schema,
@@ -36,17 +46,27 @@ from memstack.vectorstores.filters import (
 
 T = TypeVar("T")
 
+log = logging.getLogger("memstack.vectorstores")
+
 # Collection metadata keys recording which embedder wrote the vectors.
 VERSION_KEY = "memstack_model_version"
 DIM_KEY = "memstack_dim"
+# Root collection metadata: how many shard collections hold the vectors, and by which
+# metadata key they are routed. A root without SHARDS_KEY predates sharding.
+SHARDS_KEY = "memstack_shards"
+SHARD_KEY_KEY = "memstack_shard_key"
+# Beyond this, collections (each with its own files and HNSW index) cost more than
+# the smaller filters save.
+MAX_SHARDS = 1024
 # Chroma rejects larger batches (its limit is ~5k on SQLite); stay well below it.
 UPSERT_BATCH = 1000
 # A scope is scored by brute force when it holds at most BRUTE_FORCE_MAX vectors and
-# at most BRUTE_FORCE_SHARE of the collection; beyond either, the filtered HNSW query
-# is the faster one. Both are crossovers measured with 384-d vectors (docs/benchmarks.md,
-# "Read path: latency"): brute force costs about the same per vector whatever the
-# collection, while the HNSW query is slow only when its filter is selective (one
-# user owning all of 1,000 vectors: ~7 ms HNSW against ~38 ms brute force).
+# at most BRUTE_FORCE_SHARE of its collection (its shard, not the whole store: the HNSW
+# query searches one shard); beyond either, the filtered HNSW query is the faster one.
+# Both are crossovers measured with 384-d vectors (docs/benchmarks.md, "Read path:
+# latency"): brute force costs about the same per vector whatever the collection,
+# while the HNSW query is slow only when its filter is selective (one user owning all
+# of 1,000 vectors: ~7 ms HNSW against ~38 ms brute force).
 BRUTE_FORCE_MAX = 1000
 BRUTE_FORCE_SHARE = 0.02
 # How long a collection count is trusted. It only sets the brute-force limit, so a
@@ -56,8 +76,24 @@ COUNT_TTL_S = 60.0
 # Bound on the remembered large scopes, so a store serving many users cannot grow it
 # without limit; forgetting only costs one more probe per scope.
 LARGE_SCOPES_MAX = 10_000
+# The layout warnings are about the data on disk, not about one store object: stores
+# are reopened often (reindex, doctor, each Memory), and once per process is enough.
+_WARNED: set[tuple[str, str]] = set()
+_WARNED_LOCK = threading.Lock()
 
 Pairs = tuple[tuple[str, MetaValue], ...]
+
+
+def shard_of(value: str, shards: int) -> int:
+    """Index of the shard holding ``value``'s vectors. CRC-32 rather than ``hash()``,
+    which is randomised per process for strings: every process must route alike."""
+    return zlib.crc32(value.encode("utf-8")) % shards
+
+
+def shard_name(root: str, index: int, shards: int) -> str:
+    """Collection name of shard ``index`` of ``shards``. The count is part of the name,
+    so the shards of another layout (left by an interrupted drop) are never read."""
+    return f"{root}.{index}-of-{shards}"
 
 
 class _SharedRead:
@@ -84,244 +120,134 @@ def _is_unreachable(exc: BaseException) -> bool:
     return isinstance(exc, ValueError) and "could not connect" in str(exc).lower()
 
 
-class ChromaStore:
-    """One Chroma collection with cosine distance; ``score = 1 - distance``."""
+def _warn_once(location: str, collection: str, message: str, *args: object) -> None:
+    with _WARNED_LOCK:
+        if (location, collection) in _WARNED:
+            return
+        _WARNED.add((location, collection))
+    log.warning(message, *args)
 
-    def __init__(
-        self,
-        collection: str,
-        *,
-        model_version: str,
-        dim: int,
-        path: str | Path | None = None,
-        url: str | None = None,
-        brute_force_max: int = BRUTE_FORCE_MAX,
-        brute_force_share: float = BRUTE_FORCE_SHARE,
-    ) -> None:
-        if (path is None) == (url is None):
-            raise ConfigError("ChromaStore needs exactly one of path or url")
-        if brute_force_max < 0:
-            raise ConfigError(f"brute_force_max must be >= 0, got {brute_force_max}")
-        if not 0.0 <= brute_force_share <= 1.0:
-            raise ConfigError(f"brute_force_share must be in [0, 1], got {brute_force_share}")
-        self.collection_name = collection
-        self.model_version = model_version
-        self.dim = dim
-        self.brute_force_max = brute_force_max
-        self.brute_force_share = brute_force_share
+
+class _Shard:
+    """One Chroma collection holding vectors, with the search state that belongs to it:
+    the brute-force limit depends on this collection's size, and a scope read or a
+    write here says nothing about the other shards."""
+
+    def __init__(self, collection: Any) -> None:
+        self.collection = collection
         # Filters seen to match more vectors than the brute-force limit of the time
         # (the value): their searches go straight to HNSW instead of paying for a get
         # that would be thrown away, until the limit rises. Only speed depends on it,
         # never results, so a stale entry (a scope that shrank through another client)
         # is harmless.
-        self._large_scopes: dict[Pairs, int] = {}
+        self.large_scopes: dict[Pairs, int] = {}
         # (monotonic time, collection count) behind the brute-force limit.
-        self._count: tuple[float, int] | None = None
+        self.count_cache: tuple[float, int] | None = None
         # Scope reads in flight, by (conditions, limit, writes so far). Chroma evaluates
         # a where over every row of the collection (GROUP BY ... HAVING in its SQLite
         # reader), so the two searches of one context() call (two query embeddings,
         # same user) share one read rather than pay for it twice.
         # The write count in the key keeps read-your-writes: a search issued after one
         # of our upserts or deletes completes never joins a read that began before.
-        self._reads: dict[tuple[Pairs, int, int], _SharedRead] = {}
-        self._reads_lock = threading.Lock()
-        self._writes = 0
-        self._path = Path(path) if path is not None else None
-        self._url = url
-        self._client: Any = None
-        self._collection: Any = None
-        self._open_lock = asyncio.Lock()
+        self.reads: dict[tuple[Pairs, int, int], _SharedRead] = {}
+        self.reads_lock = threading.Lock()
+        self.writes = 0
 
-    @classmethod
-    async def open(
-        cls,
-        collection: str,
-        *,
-        model_version: str,
-        dim: int,
-        path: str | Path | None = None,
-        url: str | None = None,
-        brute_force_max: int = BRUTE_FORCE_MAX,
-        brute_force_share: float = BRUTE_FORCE_SHARE,
-    ) -> ChromaStore:
-        """Connect and create or check the collection now, rather than on first use."""
-        store = cls(
-            collection,
-            model_version=model_version,
-            dim=dim,
-            path=path,
-            url=url,
-            brute_force_max=brute_force_max,
-            brute_force_share=brute_force_share,
-        )
-        await store.ensure_open()
-        return store
-
-    @property
-    def location(self) -> str:
-        return self._url or str(self._path)
-
-    async def _run(self, fn: Callable[[], T], what: str) -> T:
-        where = f"chroma {self.location} collection {self.collection_name!r}"
-        return await in_thread(fn, where=where, what=what, unreachable=_is_unreachable)
-
-    def _connect(self) -> Any:
-        import chromadb
-        from chromadb.config import Settings as ChromaSettings
-
-        # No telemetry: it would try the network on every start, and there may be none.
-        settings = ChromaSettings(anonymized_telemetry=False)
-        if self._path is not None:
-            self._path.mkdir(parents=True, exist_ok=True)
-            return chromadb.PersistentClient(path=str(self._path), settings=settings)
-        assert self._url is not None
-        parts = urlsplit(self._url if "//" in self._url else f"http://{self._url}")
-        if not parts.hostname:
-            raise ConfigError(f"chroma url {self._url!r} has no host")
-        return chromadb.HttpClient(
-            host=parts.hostname,
-            port=parts.port or (443 if parts.scheme == "https" else 8000),
-            ssl=parts.scheme == "https",
-            settings=settings,
-        )
-
-    def _open_collection(self) -> Any:
-        from chromadb.errors import NotFoundError
-
-        client = self._client or self._connect()
-        self._client = client
+    def upsert(self, records: Sequence[VectorRecord]) -> None:
         try:
-            # get first: get_or_create would hide a collection made by another embedder.
-            collection = client.get_collection(self.collection_name, embedding_function=None)
-        except NotFoundError:
-            collection = client.get_or_create_collection(
-                self.collection_name,
-                configuration={"hnsw": {"space": "cosine"}},
-                metadata={VERSION_KEY: self.model_version, DIM_KEY: self.dim},
-                embedding_function=None,
-            )
-        meta = collection.metadata or {}
-        check_schema(
-            self.collection_name,
-            found_version=meta.get(VERSION_KEY),
-            found_dim=meta.get(DIM_KEY),
-            model_version=self.model_version,
-            dim=self.dim,
-        )
-        return collection
+            for start in range(0, len(records), UPSERT_BATCH):
+                batch = records[start : start + UPSERT_BATCH]
+                self.collection.upsert(
+                    ids=[r.id for r in batch],
+                    embeddings=[[float(x) for x in r.vector] for r in batch],
+                    documents=[r.text for r in batch],
+                    # Chroma rejects an empty metadata dict but accepts None.
+                    metadatas=[dict(r.metadata) or None for r in batch],
+                )
+        finally:
+            # Even a failed upsert may have written some batches.
+            self.wrote()
+        if self.count_cache is not None:
+            # Counting again would cost more than the upsert saves: an upper bound
+            # (some ids may have existed) is close enough for the brute-force limit.
+            self.count_cache = (self.count_cache[0], self.count_cache[1] + len(records))
 
-    async def ensure_open(self) -> None:
-        if self._collection is not None:
-            return
-        async with self._open_lock:
-            if self._collection is None:
-                self._collection = await self._run(self._open_collection, "open the collection")
+    def delete(self, ids: list[str] | None, pairs: Pairs) -> None:
+        try:
+            self.collection.delete(ids=ids, where=_where(pairs))
+        finally:
+            self.wrote()
+        # A delete can shrink a large scope below the limit, and the collection.
+        self.large_scopes.clear()
+        self.count_cache = None
 
-    async def upsert(self, records: Sequence[VectorRecord]) -> None:
-        unique = unique_records(records, self.dim)
-        if not unique:
-            return
-        await self.ensure_open()
-        collection = self._collection
+    def count(self, pairs: Pairs | None) -> int:
+        if not pairs:
+            return int(self.collection.count())
+        return len(self.collection.get(where=_where(pairs), include=[])["ids"])
 
-        def work() -> None:
-            try:
-                for start in range(0, len(unique), UPSERT_BATCH):
-                    batch = unique[start : start + UPSERT_BATCH]
-                    collection.upsert(
-                        ids=[r.id for r in batch],
-                        embeddings=[[float(x) for x in r.vector] for r in batch],
-                        documents=[r.text for r in batch],
-                        # Chroma rejects an empty metadata dict but accepts None.
-                        metadatas=[dict(r.metadata) or None for r in batch],
-                    )
-            finally:
-                # Even a failed upsert may have written some batches.
-                self._wrote()
-            if self._count is not None:
-                # Counting again would cost more than the upsert saves: an upper bound
-                # (some ids may have existed) is close enough for the brute-force limit.
-                self._count = (self._count[0], self._count[1] + len(unique))
-
-        await self._run(work, "upsert")
-
-    async def search(
-        self,
-        vector: Sequence[float],
-        *,
-        scope: Mapping[str, MetaValue],
-        top_k: int,
-        where: Mapping[str, MetaValue] | None = None,
+    def search(
+        self, query: list[float], pairs: Pairs, top_k: int, max_vectors: int, max_share: float
     ) -> list[VectorHit]:
-        pairs = conditions(scope, where)
-        check_top_k(top_k)
-        query = check_vector(vector, self.dim)
-        await self.ensure_open()
-        collection = self._collection
-        filter_key = tuple(pairs)
+        limit = self.brute_force_limit(max_vectors, max_share)
+        if limit and limit > self.large_scopes.get(pairs, 0):
+            hits = self.brute_force(query, pairs, top_k, limit)
+            if hits is not None:
+                self.large_scopes.pop(pairs, None)
+                return hits
+            if len(self.large_scopes) >= LARGE_SCOPES_MAX:
+                self.large_scopes.clear()
+            self.large_scopes[pairs] = limit
+        return self.hnsw(query, _where(pairs), top_k)
 
-        def work() -> list[VectorHit]:
-            limit = self._brute_force_limit(collection)
-            if limit and limit > self._large_scopes.get(filter_key, 0):
-                hits = self._brute_force(collection, query, filter_key, top_k, limit)
-                if hits is not None:
-                    self._large_scopes.pop(filter_key, None)
-                    return hits
-                if len(self._large_scopes) >= LARGE_SCOPES_MAX:
-                    self._large_scopes.clear()
-                self._large_scopes[filter_key] = limit
-            return self._hnsw(collection, query, _where(pairs), top_k)
-
-        return await self._run(work, "search")
-
-    def _brute_force_limit(self, collection: Any) -> int:
+    def brute_force_limit(self, max_vectors: int, max_share: float) -> int:
         """Most vectors a scope may hold to be scored by brute force (0: never)."""
-        if not self.brute_force_max or not self.brute_force_share:
+        if not max_vectors or not max_share:
             return 0
         now = time.monotonic()
-        if self._count is None or now - self._count[0] > COUNT_TTL_S:
-            self._count = (now, int(collection.count()))
-        return min(self.brute_force_max, int(self._count[1] * self.brute_force_share))
+        if self.count_cache is None or now - self.count_cache[0] > COUNT_TTL_S:
+            self.count_cache = (now, int(self.collection.count()))
+        return min(max_vectors, int(self.count_cache[1] * max_share))
 
-    def _wrote(self) -> None:
-        with self._reads_lock:
-            self._writes += 1
+    def wrote(self) -> None:
+        with self.reads_lock:
+            self.writes += 1
 
-    def _scope_vectors(self, collection: Any, pairs: Pairs, limit: int) -> dict[str, Any]:
+    def scope_vectors(self, pairs: Pairs, limit: int) -> dict[str, Any]:
         """Ids and embeddings of up to ``limit + 1`` vectors matching ``pairs``; joins an
         identical read already in flight instead of starting another."""
-        key = (pairs, limit, self._writes)
-        with self._reads_lock:
-            shared = self._reads.get(key)
+        key = (pairs, limit, self.writes)
+        with self.reads_lock:
+            shared = self.reads.get(key)
             leader = shared is None
             if shared is None:
-                shared = self._reads[key] = _SharedRead()
+                shared = self.reads[key] = _SharedRead()
         if not leader:
             shared.done.wait()
             if shared.error is not None:
                 raise shared.error
             return shared.result
         try:
-            shared.result = collection.get(
+            shared.result = self.collection.get(
                 where=_where(pairs), include=["embeddings"], limit=limit + 1
             )
         except BaseException as exc:
             shared.error = exc
             raise
         finally:
-            with self._reads_lock:
-                del self._reads[key]
+            with self.reads_lock:
+                del self.reads[key]
             shared.done.set()
         return shared.result
 
-    def _brute_force(
-        self, collection: Any, query: list[float], pairs: Pairs, top_k: int, limit: int
+    def brute_force(
+        self, query: list[float], pairs: Pairs, top_k: int, limit: int
     ) -> list[VectorHit] | None:
         """Exact cosine top ``top_k`` of the vectors matching ``pairs``, or None when more
-        than ``limit`` match. Same scores as :meth:`_hnsw` up to float error."""
+        than ``limit`` match. Same scores as :meth:`hnsw` up to float error."""
         # Embeddings only: documents and metadata cost more to read than the vectors,
         # and only top_k rows need them.
-        got = self._scope_vectors(collection, pairs, limit)
+        got = self.scope_vectors(pairs, limit)
         ids: list[str] = got["ids"]
         if len(ids) > limit:
             return None
@@ -330,12 +256,12 @@ class ChromaStore:
         matrix = np.asarray(got["embeddings"], dtype=np.float64)
         q = np.asarray(query, dtype=np.float64)
         norms = np.linalg.norm(matrix, axis=1) * np.linalg.norm(q)
-        # The collection's space is cosine (see _open_collection), in which a zero
-        # vector is at distance 1, i.e. similarity 0.
+        # Every collection's space is cosine (see ChromaStore._collection), in which a
+        # zero vector is at distance 1, i.e. similarity 0.
         sims = (matrix @ q) / np.where(norms > 0, norms, 1.0)
         order = np.argsort(-sims, kind="stable")[:top_k]
         top = [ids[i] for i in order]
-        rows = collection.get(ids=top, include=["documents", "metadatas"])
+        rows = self.collection.get(ids=top, include=["documents", "metadatas"])
         n = len(rows["ids"])
         docs = rows.get("documents") or [None] * n
         metas = rows.get("metadatas") or [None] * n
@@ -353,12 +279,9 @@ class ChromaStore:
             hits.append(VectorHit(id=i, text=doc or "", score=float(sims[k]), metadata=meta))
         return hits
 
-    @staticmethod
-    def _hnsw(
-        collection: Any, query: list[float], flt: dict[str, Any], top_k: int
-    ) -> list[VectorHit]:
+    def hnsw(self, query: list[float], flt: dict[str, Any], top_k: int) -> list[VectorHit]:
         try:
-            result: dict[str, Any] = collection.query(
+            result: dict[str, Any] = self.collection.query(
                 query_embeddings=[query],
                 n_results=top_k,
                 where=flt,
@@ -366,7 +289,7 @@ class ChromaStore:
             )
         except Exception:
             # Some Chroma versions raise when n_results exceeds an empty index.
-            if collection.count() == 0:
+            if self.collection.count() == 0:
                 return []
             raise
         if not result or not result.get("ids"):
@@ -380,55 +303,410 @@ class ChromaStore:
             for i, d, m, dist in zip(ids, docs, metas, dists, strict=True)
         ]
 
+
+class _Layout:
+    """The shards of a store as found on one open. Replaced as a whole when the store is
+    dropped, closed or reopened, so that a call in flight keeps routing by the layout it
+    started with instead of mixing two."""
+
+    def __init__(self, count: int, key: str | None, legacy: bool, root: Any) -> None:
+        self.count = count
+        self.key = key
+        # A root written before sharding, holding the vectors itself.
+        self.legacy = legacy
+        # Shard index -> open shard, filled lazily from worker threads; each index has
+        # its own lock so that first touches of different shards do not queue.
+        self.shards: dict[int, _Shard] = {0: _Shard(root)} if count == 1 else {}
+        self.locks: dict[int, threading.Lock] = {}
+        self.lock = threading.Lock()
+        # Set by drop and close: creating a shard after them would leave it without a
+        # root, where a later root of the same count would pick it up.
+        self.closed = False
+
+    def route(self, pairs: Sequence[tuple[str, MetaValue]]) -> int | None:
+        """The one shard that can hold matches of ``pairs`` (conditions are ANDed, so any
+        condition on the shard key names it); None when they must fan out."""
+        if self.count == 1:
+            return 0
+        for key, value in pairs:
+            if key == self.key and isinstance(value, str):
+                return shard_of(value, self.count)
+        return None
+
+
+class ChromaStore:
+    """Chroma collections with cosine distance; ``score = 1 - distance``.
+
+    ``shards`` and ``shard_key`` apply when the store is first created: an existing
+    store keeps the layout recorded in its root collection (:meth:`drop` and a new open
+    re-shard it). In a sharded store every record needs a string ``shard_key`` in its
+    metadata, and an id must keep its shard key value: re-upserting an id under
+    another value adds a row in that value's shard rather than moving it (memstack's
+    ids are per session, and a session has one user).
+    """
+
+    def __init__(
+        self,
+        collection: str,
+        *,
+        model_version: str,
+        dim: int,
+        path: str | Path | None = None,
+        url: str | None = None,
+        brute_force_max: int = BRUTE_FORCE_MAX,
+        brute_force_share: float = BRUTE_FORCE_SHARE,
+        shards: int = 1,
+        shard_key: str | None = None,
+    ) -> None:
+        if (path is None) == (url is None):
+            raise ConfigError("ChromaStore needs exactly one of path or url")
+        if brute_force_max < 0:
+            raise ConfigError(f"brute_force_max must be >= 0, got {brute_force_max}")
+        if not 0.0 <= brute_force_share <= 1.0:
+            raise ConfigError(f"brute_force_share must be in [0, 1], got {brute_force_share}")
+        if not 1 <= shards <= MAX_SHARDS:
+            raise ConfigError(f"shards must be in [1, {MAX_SHARDS}], got {shards}")
+        if shards > 1 and not shard_key:
+            raise ConfigError("shards > 1 needs a shard_key to route records by")
+        self.collection_name = collection
+        self.model_version = model_version
+        self.dim = dim
+        self.brute_force_max = brute_force_max
+        self.brute_force_share = brute_force_share
+        self.shards = shards
+        self.shard_key = shard_key
+        self._path = Path(path) if path is not None else None
+        self._url = url
+        self._client: Any = None
+        self._layout: _Layout | None = None
+        self._open_lock = asyncio.Lock()
+
+    @classmethod
+    async def open(
+        cls,
+        collection: str,
+        *,
+        model_version: str,
+        dim: int,
+        path: str | Path | None = None,
+        url: str | None = None,
+        brute_force_max: int = BRUTE_FORCE_MAX,
+        brute_force_share: float = BRUTE_FORCE_SHARE,
+        shards: int = 1,
+        shard_key: str | None = None,
+    ) -> ChromaStore:
+        """Connect and create or check the root collection now, rather than on first use."""
+        store = cls(
+            collection,
+            model_version=model_version,
+            dim=dim,
+            path=path,
+            url=url,
+            brute_force_max=brute_force_max,
+            brute_force_share=brute_force_share,
+            shards=shards,
+            shard_key=shard_key,
+        )
+        await store.ensure_open()
+        return store
+
+    @property
+    def location(self) -> str:
+        return self._url or str(self._path)
+
+    @property
+    def layout(self) -> str:
+        """The layout on disk, for ``memstack doctor`` (known once open)."""
+        layout = self._layout
+        if layout is None:
+            return "not open"
+        if layout.count > 1:
+            return f"{layout.count} shards by {layout.key}"
+        if layout.legacy:
+            return "single collection (written before sharding; `memstack reindex` shards it)"
+        return "single collection"
+
+    async def _run(self, fn: Callable[[], T], what: str) -> T:
+        where = f"chroma {self.location} collection {self.collection_name!r}"
+        return await in_thread(fn, where=where, what=what, unreachable=_is_unreachable)
+
+    def _connect(self) -> Any:
+        if self._client is not None:
+            return self._client
+        import chromadb
+        from chromadb.config import Settings as ChromaSettings
+
+        # No telemetry: it would try the network on every start, and there may be none.
+        settings = ChromaSettings(anonymized_telemetry=False)
+        if self._path is not None:
+            self._path.mkdir(parents=True, exist_ok=True)
+            self._client = chromadb.PersistentClient(path=str(self._path), settings=settings)
+            return self._client
+        assert self._url is not None
+        parts = urlsplit(self._url if "//" in self._url else f"http://{self._url}")
+        if not parts.hostname:
+            raise ConfigError(f"chroma url {self._url!r} has no host")
+        self._client = chromadb.HttpClient(
+            host=parts.hostname,
+            port=parts.port or (443 if parts.scheme == "https" else 8000),
+            ssl=parts.scheme == "https",
+            settings=settings,
+        )
+        return self._client
+
+    def _collection(self, name: str, extra: Mapping[str, MetaValue], *, create: bool = True) -> Any:
+        """Collection ``name`` checked against our embedder; created with ``extra`` in its
+        metadata when missing and ``create``, else None when missing."""
+        from chromadb.errors import NotFoundError
+
+        client = self._connect()
+        try:
+            # get first: get_or_create would hide a collection made by another embedder.
+            collection = client.get_collection(name, embedding_function=None)
+        except NotFoundError:
+            if not create:
+                return None
+            collection = client.get_or_create_collection(
+                name,
+                configuration={"hnsw": {"space": "cosine"}},
+                metadata={VERSION_KEY: self.model_version, DIM_KEY: self.dim, **extra},
+                embedding_function=None,
+            )
+        meta = collection.metadata or {}
+        check_schema(
+            name,
+            found_version=meta.get(VERSION_KEY),
+            found_dim=meta.get(DIM_KEY),
+            model_version=self.model_version,
+            dim=self.dim,
+        )
+        return collection
+
+    def _open_root(self) -> _Layout:
+        wanted: dict[str, MetaValue] = {SHARDS_KEY: self.shards}
+        if self.shards > 1 and self.shard_key:
+            wanted[SHARD_KEY_KEY] = self.shard_key
+        root = self._collection(self.collection_name, wanted)
+        meta = dict(root.metadata or {})
+        recorded = meta.get(SHARDS_KEY)
+        legacy = False
+        if recorded is None:
+            if root.count() > 0:
+                # Written before sharding: the root holds the vectors and keeps doing so.
+                legacy, layout, key = True, 1, None
+                if self.shards > 1:
+                    _warn_once(
+                        self.location,
+                        self.collection_name,
+                        "chroma collection %r holds its vectors in one collection, not "
+                        "the configured %d shards; `memstack reindex` shards it",
+                        self.collection_name,
+                        self.shards,
+                    )
+            else:
+                # Empty: nothing to keep, so it takes the configured layout.
+                root.modify(metadata={**meta, **wanted})
+                layout, key = self.shards, self.shard_key if self.shards > 1 else None
+        elif isinstance(recorded, bool) or not isinstance(recorded, int) or recorded < 1:
+            raise SchemaMismatch(
+                f"collection {self.collection_name!r} records {recorded!r} shards; "
+                "run `memstack reindex` to rebuild it"
+            )
+        else:
+            layout, key = recorded, meta.get(SHARD_KEY_KEY)
+            if layout != self.shards:
+                _warn_once(
+                    self.location,
+                    self.collection_name,
+                    "chroma collection %r is laid out in %d shard(s), not the configured %d; "
+                    "the layout on disk is kept until `memstack reindex`",
+                    self.collection_name,
+                    layout,
+                    self.shards,
+                )
+        if layout > 1:
+            if not isinstance(key, str) or not key:
+                raise SchemaMismatch(
+                    f"collection {self.collection_name!r} records {layout} shards but no "
+                    "shard key; run `memstack reindex` to rebuild it"
+                )
+            if self.shard_key is not None and key != self.shard_key:
+                raise ConfigError(
+                    f"collection {self.collection_name!r} is sharded by {key!r}, "
+                    f"not {self.shard_key!r}"
+                )
+        return _Layout(layout, key, legacy, root)
+
+    async def ensure_open(self) -> None:
+        await self._open()
+
+    async def _open(self) -> _Layout:
+        """Connect, and create or check the root collection, once; the layout in use."""
+        layout = self._layout
+        if layout is not None:
+            return layout
+        async with self._open_lock:
+            if self._layout is None:
+                self._layout = await self._run(self._open_root, "open the collection")
+            return self._layout
+
+    def _shard(self, layout: _Layout, index: int, *, create: bool = True) -> _Shard | None:
+        """Shard ``index`` of ``layout``, opened (and created if missing and ``create``)
+        on first use; None when it does not exist and ``create`` is false. Runs in
+        worker threads."""
+        shard = layout.shards.get(index)
+        if shard is not None:
+            return shard
+        with layout.lock:
+            lock = layout.locks.setdefault(index, threading.Lock())
+        with lock:
+            shard = layout.shards.get(index)
+            if shard is None:
+                if layout.closed:
+                    raise StoreError(
+                        f"collection {self.collection_name!r} was dropped or closed during the call"
+                    )
+                name = shard_name(self.collection_name, index, layout.count)
+                collection = self._collection(name, {}, create=create)
+                if collection is None:
+                    return None
+                shard = layout.shards[index] = _Shard(collection)
+            return shard
+
+    def _existing_shards(self, layout: _Layout) -> list[_Shard]:
+        """Every shard of ``layout`` that exists, for operations the shard key cannot
+        route."""
+        missing = [i for i in range(layout.count) if i not in layout.shards]
+        if missing:
+            # One listing instead of a failed get per missing shard; a shard created
+            # since is opened the next time.
+            names = {c.name for c in self._connect().list_collections()}
+            for i in missing:
+                if shard_name(self.collection_name, i, layout.count) in names:
+                    self._shard(layout, i, create=False)
+        return [shard for i in range(layout.count) if (shard := layout.shards.get(i))]
+
+    async def upsert(self, records: Sequence[VectorRecord]) -> None:
+        unique = unique_records(records, self.dim)
+        if not unique:
+            return
+        layout = await self._open()
+        groups: dict[int, list[VectorRecord]] = {}
+        for r in unique:
+            # Every record is checked before anything is written.
+            index = 0
+            if layout.count > 1:
+                assert layout.key is not None
+                value = r.metadata.get(layout.key)
+                if not isinstance(value, str):
+                    raise ValidationError(
+                        f"vector record {r.id!r} needs a string {layout.key!r} in its "
+                        f"metadata: collection {self.collection_name!r} is sharded by it"
+                    )
+                index = shard_of(value, layout.count)
+            groups.setdefault(index, []).append(r)
+
+        def work() -> None:
+            for index, batch in groups.items():
+                shard = self._shard(layout, index)
+                assert shard is not None
+                shard.upsert(batch)
+
+        await self._run(work, "upsert")
+
+    async def search(
+        self,
+        vector: Sequence[float],
+        *,
+        scope: Mapping[str, MetaValue],
+        top_k: int,
+        where: Mapping[str, MetaValue] | None = None,
+    ) -> list[VectorHit]:
+        pairs = tuple(conditions(scope, where))
+        check_top_k(top_k)
+        query = check_vector(vector, self.dim)
+        layout = await self._open()
+        index = layout.route(pairs)
+        limits = (self.brute_force_max, self.brute_force_share)
+
+        def work() -> list[VectorHit]:
+            if index is not None:
+                shard = self._shard(layout, index, create=False)
+                return [] if shard is None else shard.search(query, pairs, top_k, *limits)
+            # No shard key in the filter: every shard may hold matches. Each one's top
+            # k contains its share of the overall top k.
+            hits = [
+                hit
+                for shard in self._existing_shards(layout)
+                for hit in shard.search(query, pairs, top_k, *limits)
+            ]
+            hits.sort(key=lambda h: h.score, reverse=True)
+            return hits[:top_k]
+
+        return await self._run(work, "search")
+
     async def delete(
         self, *, scope: Mapping[str, MetaValue], ids: Sequence[str] | None = None
     ) -> None:
-        pairs = conditions(scope, None)
+        pairs = tuple(conditions(scope, None))
         if ids is not None and not ids:
             return
-        await self.ensure_open()
-        collection = self._collection
+        layout = await self._open()
+        index = layout.route(pairs)
         id_list = list(ids) if ids is not None else None
 
         def work() -> None:
-            try:
-                collection.delete(ids=id_list, where=_where(pairs))
-            finally:
-                self._wrote()
-            # A delete can shrink a large scope below the limit, and the collection.
-            self._large_scopes.clear()
-            self._count = None
+            if index is not None:
+                shards = [self._shard(layout, index, create=False)]
+            else:
+                shards = list(self._existing_shards(layout))
+            for shard in shards:
+                if shard is not None:
+                    shard.delete(id_list, pairs)
 
         await self._run(work, "delete")
 
     async def count(self, scope: Mapping[str, MetaValue] | None = None) -> int:
         """Number of vectors, all of them or those matching ``scope`` (stats, dry runs)."""
-        await self.ensure_open()
-        collection = self._collection
-        if not scope:
-            return await self._run(lambda: int(collection.count()), "count")
-        where = _where(conditions(scope, None))
-        return await self._run(lambda: len(collection.get(where=where, include=[])["ids"]), "count")
+        layout = await self._open()
+        pairs = tuple(conditions(scope, None)) if scope else None
+        index = layout.route(pairs) if pairs else None
+
+        def work() -> int:
+            if index is not None:
+                shard = self._shard(layout, index, create=False)
+                return 0 if shard is None else shard.count(pairs)
+            return sum(shard.count(pairs) for shard in self._existing_shards(layout))
+
+        return await self._run(work, "count")
 
     async def drop(self) -> None:
-        """Delete the whole collection (``memstack reindex``); the next use recreates it."""
+        """Delete the root and every shard (``memstack reindex``); the next use creates
+        the configured layout."""
+        pattern = re.compile(rf"{re.escape(self.collection_name)}\.\d+-of-\d+")
 
         def work() -> None:
             from chromadb.errors import NotFoundError
 
-            client = self._client or self._connect()
-            self._client = client
-            with contextlib.suppress(NotFoundError, ValueError):
-                client.delete_collection(self.collection_name)
-            self._collection = None
-            self._large_scopes.clear()
-            self._count = None
-            self._wrote()
+            client = self._connect()
+            self._forget_layout()
+            # Shards first: a root left by a failed drop still describes them, while
+            # shards left without their root would be picked up by a new root.
+            shards = [c.name for c in client.list_collections() if pattern.fullmatch(c.name)]
+            for name in [*shards, self.collection_name]:
+                with contextlib.suppress(NotFoundError, ValueError):
+                    client.delete_collection(name)
 
         await self._run(work, "drop the collection")
+
+    def _forget_layout(self) -> None:
+        layout, self._layout = self._layout, None
+        if layout is not None:
+            with layout.lock:
+                layout.closed = True
 
     async def close(self) -> None:
         # Embedded clients share one process-wide system per path and HttpClient holds
         # only a connection pool: dropping the references is all closing can do safely.
-        self._collection = None
+        self._forget_layout()
         self._client = None
