@@ -42,6 +42,15 @@ class Settings(BaseSettings):
         default=None,
         description="URL of a vector store server (chroma run / Qdrant). Unset: embedded in home.",
     )
+    chroma_shards: int = Field(
+        default=64,
+        gt=0,
+        le=1024,
+        description="Chroma collections semantic memory is split into by user (ours): Chroma "
+        "filters every row of a collection, so a user's search costs less in a smaller one "
+        "(docs/benchmarks.md). Applies when the store is created; an existing store keeps "
+        "its count until `memstack reindex`.",
+    )
     kb_store: Literal["qdrant", "chroma"] = Field(
         default="qdrant", description="Vector store of the knowledge base (seed 000 uses Qdrant)."
     )

@@ -1199,6 +1199,23 @@ async def test_factory_builds_embedded_stores_under_home(tmp_path: Path) -> None
     await kb.close()
 
 
+async def test_factory_shards_semantic_memory_by_user_and_never_the_knowledge_base(
+    tmp_path: Path,
+) -> None:
+    settings = load_settings(
+        home=tmp_path, embedder="hashing", embed_dim=DIM, kb_store="chroma", chroma_shards=4
+    )
+    memory = await build_memory_store(settings, HashingEmbedder(DIM))
+    kb = await build_kb_store(settings, HashingEmbedder(DIM))
+    assert isinstance(memory, ChromaStore) and isinstance(kb, ChromaStore)
+    await memory.ensure_open()
+    await kb.ensure_open()
+    assert memory.layout == "4 shards by user_id"
+    assert kb.layout == "single collection"
+    await memory.close()
+    await kb.close()
+
+
 async def test_factory_uses_server_urls(tmp_path: Path, chroma_server: str) -> None:
     settings = load_settings(
         home=tmp_path,
@@ -1214,6 +1231,7 @@ async def test_factory_uses_server_urls(tmp_path: Path, chroma_server: str) -> N
     assert isinstance(kb, QdrantStore) and kb.location == "http://127.0.0.1:9"
     await memory.upsert([record("a", unit(random.Random(16)), "u")])
     assert await memory.count() == 1
+    assert memory.layout == f"{settings.chroma_shards} shards by user_id"
     assert not (tmp_path / "chroma").exists()
     await memory.close()
     await kb.close()

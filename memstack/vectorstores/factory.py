@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 # Keys of the scope filters (semantic memory: user, session; knowledge base: namespace,
 # document); a payload index makes them cheap on a Qdrant server.
 MEMORY_INDEX_KEYS = ("user_id", "session_id")
+# Every semantic-memory search is scoped to one user, so a Chroma store split by user
+# answers each from one shard.
+MEMORY_SHARD_KEY = "user_id"
 KB_INDEX_KEYS = ("kb", "doc_id")
 
 
@@ -29,17 +32,27 @@ async def build_store(
     settings: Settings,
     embedder: Embedder,
     index_keys: tuple[str, ...] = (),
+    chroma_shards: int = 1,
+    shard_key: str | None = None,
 ) -> VectorStore:
-    """A store of ``kind`` on ``url``, or embedded under ``settings.home / kind``."""
+    """A store of ``kind`` on ``url``, or embedded under ``settings.home / kind``.
+
+    ``chroma_shards`` and ``shard_key`` split a new Chroma store into collections by
+    that metadata key (see :class:`ChromaStore`); Qdrant filters by payload index instead.
+    """
     # A remote embedder only knows its dimension after answering once.
     dim = await resolve_dim(embedder)
     if kind == "chroma":
         from memstack.vectorstores.chroma import ChromaStore
 
-        if url:
-            return ChromaStore(collection, model_version=embedder.model_version, dim=dim, url=url)
         return ChromaStore(
-            collection, model_version=embedder.model_version, dim=dim, path=settings.home / "chroma"
+            collection,
+            model_version=embedder.model_version,
+            dim=dim,
+            url=url or None,
+            path=None if url else settings.home / "chroma",
+            shards=chroma_shards,
+            shard_key=shard_key,
         )
     from memstack.vectorstores.qdrant import QdrantStore
 
@@ -57,7 +70,8 @@ async def build_store(
 
 
 async def build_memory_store(settings: Settings, embedder: Embedder) -> VectorStore:
-    """Semantic memory: collection ``{key_prefix}_memory`` in ``settings.vector_store``."""
+    """Semantic memory: collection ``{key_prefix}_memory`` in ``settings.vector_store``,
+    on Chroma split by user into ``settings.chroma_shards`` collections."""
     return await build_store(
         settings.vector_store,
         collection=f"{settings.key_prefix}_memory",
@@ -65,11 +79,14 @@ async def build_memory_store(settings: Settings, embedder: Embedder) -> VectorSt
         settings=settings,
         embedder=embedder,
         index_keys=MEMORY_INDEX_KEYS,
+        chroma_shards=settings.chroma_shards,
+        shard_key=MEMORY_SHARD_KEY,
     )
 
 
 async def build_kb_store(settings: Settings, embedder: Embedder) -> VectorStore:
-    """Knowledge base: collection ``{key_prefix}_kb`` in ``settings.kb_store``."""
+    """Knowledge base: collection ``{key_prefix}_kb`` in ``settings.kb_store``; never
+    sharded: its scope is a namespace, not a user, and it is small."""
     return await build_store(
         settings.kb_store,
         collection=f"{settings.key_prefix}_kb",
