@@ -64,6 +64,7 @@ async def _database(settings: Settings) -> Check:
 
 async def _vectors(settings: Settings, which: str) -> Check:
     from memstack.embedders import build_embedder
+    from memstack.vectorstores.chroma import ChromaStore
     from memstack.vectorstores.factory import build_kb_store, build_memory_store
 
     kind, url = (
@@ -79,10 +80,14 @@ async def _vectors(settings: Settings, which: str) -> Check:
         store = await build(settings, embedder)
         try:
             count = await store.count()
+            # A store written before sharding keeps one collection until `memstack reindex`.
+            layout = f", {store.layout}" if isinstance(store, ChromaStore) else ""
         finally:
             await store.close()
         where = url or str(settings.home / kind)
-        return Check(name, mode, True, f"{count} vectors, {embedder.model_version}, {where}")
+        return Check(
+            name, mode, True, f"{count} vectors, {embedder.model_version}, {where}{layout}"
+        )
     except Exception as exc:
         return Check(name, mode, False, str(exc).splitlines()[0])
 

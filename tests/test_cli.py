@@ -16,10 +16,12 @@ runner = CliRunner()
 
 def test_doctor_reports_embedded_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMSTACK_HOME", str(tmp_path))
+    monkeypatch.setenv("MEMSTACK_CHROMA_SHARDS", "8")
     result = runner.invoke(app, ["doctor"])
     assert result.exit_code == 0, result.output
     assert "embedded (fakeredis)" in result.output
     assert "embedded (SQLite)" in result.output
+    assert "8 shards by user_id" in result.output  # the vector store's layout
 
 
 def test_doctor_fails_when_a_store_is_down(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
