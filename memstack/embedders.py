@@ -265,8 +265,16 @@ def onnx_export_path(model_dir: Path, cache_dir: Path) -> Path:
 def _onnx_session(path: Path) -> Any:
     import onnxruntime as ort
 
+    options = ort.SessionOptions()
+    # ONNX Runtime's worker threads spin while waiting for work by default, which takes
+    # the cores from the event loop and the store threads of the same context() call:
+    # with spinning off, context() at 10k chunks measured p50 40.1 / p99 51.9 ms against
+    # 49.4 / 63.1 (benchmarks/context.py, back to back; docs/benchmarks.md).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
-        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(
+            str(path), sess_options=options, providers=["CPUExecutionProvider"]
+        )
     except Exception as exc:  # onnxruntime raises its own, untyped exception classes
         raise ModelUnavailable(f"cannot load the ONNX model {path}: {exc}") from exc
     inputs = sorted(i.name for i in session.get_inputs())
