@@ -656,13 +656,13 @@ class ChromaStore:
         id_list = list(ids) if ids is not None else None
 
         def work() -> None:
-            if index is not None:
-                shards = [self._shard(layout, index, create=False)]
+            if index is None:
+                shards = self._existing_shards(layout)
             else:
-                shards = list(self._existing_shards(layout))
+                routed = self._shard(layout, index, create=False)
+                shards = [] if routed is None else [routed]
             for shard in shards:
-                if shard is not None:
-                    shard.delete(id_list, pairs)
+                shard.delete(id_list, pairs)
 
         await self._run(work, "delete")
 
