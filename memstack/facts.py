@@ -10,13 +10,13 @@ if they did not; a writer that loses such a race retries and supersedes the winn
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import delete, select, text, update
+from sqlalchemy import Table, bindparam, delete, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -211,13 +211,19 @@ def _superseded(rows: Sequence[StoredFact]) -> dict[str, list[Any]]:
     return dict(stale)
 
 
-async def record_hits(s: AsyncSession, fact_ids: Sequence[int], at: datetime) -> None:
-    """Count that these facts reached a context (the archive rule spares hit facts)."""
-    if fact_ids:
+async def record_hits(s: AsyncSession, hits: Mapping[int, tuple[int, datetime]]) -> None:
+    """Count that facts reached a context (the archive rule spares hit facts): by fact
+    id, how many contexts and the latest one's time."""
+    if hits:
+        table = cast(Table, FactRow.__table__)
         await s.execute(
-            update(FactRow)
-            .where(FactRow.id.in_(list(fact_ids)))
-            .values(hit_count=FactRow.hit_count + 1, last_hit_at=at)
+            update(table)
+            .where(table.c.id == bindparam("fid"))
+            .values(
+                hit_count=table.c.hit_count + bindparam("n"),
+                last_hit_at=bindparam("at"),
+            ),
+            [{"fid": fid, "n": n, "at": at} for fid, (n, at) in hits.items()],
         )
 
 

@@ -21,14 +21,15 @@ Every store query carries the user filter: the vector store refuses a search wit
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import select, tuple_
+from sqlalchemy import Select, bindparam, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import aliased
 
@@ -66,6 +67,7 @@ from memstack.manifest import (
     candidate_item,
     hit_item,
     make_item,
+    preview,
 )
 from memstack.models import MessageRow
 from memstack.packing import pack_history, pack_lines, pack_window
@@ -88,6 +90,8 @@ MIN_POOL = 20
 POOL_TOKENS = 20
 
 
+# Most seconds a fact hit waits to be written (see Recall._hits).
+HIT_FLUSH_S = 1.0
 # Share of the score of the message a candidate answers (the one before it in its session).
 ANSWER_PROPAGATION = 0.5
 # Messages with fewer lexical terms than this are discounted in proportion: "ok, see you!"
@@ -103,6 +107,40 @@ class _Row:
     name: str | None
 
 
+def _rows_statement() -> Select[Any]:
+    prev = aliased(MessageRow)
+    prev_id = (
+        select(prev.msg_id)
+        .where(
+            prev.user_id == MessageRow.user_id,
+            prev.session_id == MessageRow.session_id,
+            # A row comparison, not the equivalent OR: PostgreSQL turns only this form
+            # into one backward step of ix_message_session_order.
+            tuple_(prev.created_at, prev.msg_id) < tuple_(MessageRow.created_at, MessageRow.msg_id),
+        )
+        .order_by(prev.created_at.desc(), prev.msg_id.desc())
+        .limit(1)
+        .correlate(MessageRow)
+        .scalar_subquery()
+    )
+    return select(
+        MessageRow.msg_id,
+        MessageRow.role,
+        MessageRow.content,
+        MessageRow.created_at,
+        MessageRow.name,
+        prev_id.label("prev_id"),
+    ).where(
+        MessageRow.user_id == bindparam("user_id"),
+        MessageRow.msg_id.in_(bindparam("ids", expanding=True)),
+    )
+
+
+# Candidate ledger rows, each with the id of the message before it. Built once: building
+# this statement took ~2 ms of CPU, more than PostgreSQL spends running it.
+_ROWS = _rows_statement()
+
+
 # --- the read path ---------------------------------------------------------------------------
 
 KnowledgeProvider = Callable[[str, str, str, str], Awaitable[Any]]
@@ -115,6 +153,9 @@ class _Gathered:
     facts: list[StoredFact] = field(default_factory=list)
     superseded: dict[str, list[Any]] = field(default_factory=dict)
     vector: dict[str, list[VectorHit]] = field(default_factory=dict)
+    # The query embeddings, kept for the one case that needs the chunk texts the
+    # searches left out: a vector candidate without its ledger row.
+    query_vectors: list[list[float]] = field(default_factory=list)
     lexical: list[LexicalHit] = field(default_factory=list)
     knowledge: Any = None
     degraded: dict[str, str] = field(default_factory=dict)
@@ -143,9 +184,12 @@ class Recall:
         self._vectors = vectors
         self.knowledge = knowledge
         self._llm: lexical.LLMRewriter | None = None
-        # Writes a context() call starts but does not wait for; kept so that they are not
-        # garbage-collected mid-flight and so that aclose() can finish them.
-        self._pending: set[asyncio.Task[None]] = set()
+        # Fact hits of calls since the last write, by fact id: (count, latest call time).
+        # One write per HIT_FLUSH_S rather than a transaction per call, which cost more
+        # CPU than any query of the call; settle() and aclose() write what is left.
+        self._hits: dict[int, tuple[int, float]] = {}
+        self._flusher: asyncio.Task[None] | None = None
+        self._flush_now = asyncio.Event()
         if settings.query_rewrite == "llm" and settings.llm_url:
             self._llm = lexical.LLMRewriter(
                 base_url=settings.llm_url,
@@ -155,9 +199,37 @@ class Recall:
             )
 
     async def settle(self) -> None:
-        """Wait for the bookkeeping writes of earlier context() calls (fact hits)."""
-        while self._pending:
-            await asyncio.gather(*list(self._pending))
+        """Write the bookkeeping of earlier context() calls (fact hits) now."""
+        while self._flusher is not None:
+            self._flush_now.set()
+            await self._flusher
+
+    def _note_hits(self, fact_ids: Sequence[int], now_s: float) -> None:
+        for fid in fact_ids:
+            count, at = self._hits.get(fid, (0, now_s))
+            self._hits[fid] = (count + 1, max(at, now_s))
+        if self._flusher is None:
+            self._flusher = asyncio.create_task(self._flush_hits_later())
+
+    async def _flush_hits_later(self) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._flush_now.wait(), HIT_FLUSH_S)
+        self._flush_now.clear()
+        hits, self._hits = self._hits, {}
+        self._flusher = None
+        # The archive rule spares facts that reach a context; a failure here must not
+        # cost any caller the context it already has.
+        try:
+            async with self.sessions.begin() as s:
+                await fact_store.record_hits(
+                    s,
+                    {
+                        fid: (count, datetime.fromtimestamp(at, tz=UTC))
+                        for fid, (count, at) in hits.items()
+                    },
+                )
+        except Exception as exc:
+            log.warning("could not record the hits of %d facts: %s", len(hits), exc)
 
     async def aclose(self) -> None:
         await self.settle()
@@ -241,10 +313,26 @@ class Recall:
                 g.timings["embed"] = (time.perf_counter() - start) * 1000
 
         vectors_store, embedded = await asyncio.gather(self._vectors(), embed())
-        results = await asyncio.gather(
-            *(vectors_store.search(vec, scope={"user_id": user_id}, top_k=k) for vec in embedded)
+        g.query_vectors = embedded
+        # Texts come from the ledger rows (_rows), which the ranking reads anyway; on
+        # Chroma, leaving them out of the search halves its cost.
+        results = await vectors_store.search_many(
+            embedded, scope={"user_id": user_id}, top_k=k, with_text=False
         )
         g.vector = dict(zip(names, results, strict=True))
+
+    async def _chunk_texts(self, g: _Gathered, user_id: str, k: int) -> dict[str, str]:
+        """Chunk texts of the vector channel's hits by message id: the history a vector
+        candidate shows when its ledger row is missing (the ledger is down)."""
+        store = await self._vectors()
+        results = await store.search_many(
+            g.query_vectors[:1], scope={"user_id": user_id}, top_k=k, with_text=True
+        )
+        texts: dict[str, str] = {}
+        for hit in results[0] if results else []:
+            for m in _hit_msg_ids(hit):
+                texts.setdefault(m, hit.text)
+        return texts
 
     async def _lexical(self, g: _Gathered, user_id: str, rewrite: Rewrite, k: int) -> None:
         async with self.sessions() as s:
@@ -254,32 +342,8 @@ class Recall:
         """Ledger rows of the candidates, each with the id of the message before it."""
         if not msg_ids:
             return {}
-        prev = aliased(MessageRow)
-        prev_id = (
-            select(prev.msg_id)
-            .where(
-                prev.user_id == MessageRow.user_id,
-                prev.session_id == MessageRow.session_id,
-                # A row comparison, not the equivalent OR: PostgreSQL turns only this
-                # form into one backward step of ix_message_session_order.
-                tuple_(prev.created_at, prev.msg_id)
-                < tuple_(MessageRow.created_at, MessageRow.msg_id),
-            )
-            .order_by(prev.created_at.desc(), prev.msg_id.desc())
-            .limit(1)
-            .correlate(MessageRow)
-            .scalar_subquery()
-        )
-        stmt = select(
-            MessageRow.msg_id,
-            MessageRow.role,
-            MessageRow.content,
-            MessageRow.created_at,
-            MessageRow.name,
-            prev_id.label("prev_id"),
-        ).where(MessageRow.user_id == user_id, MessageRow.msg_id.in_(list(msg_ids)))
         async with self.sessions() as s:
-            rows = (await s.execute(stmt)).all()
+            rows = (await s.execute(_ROWS, {"user_id": user_id, "ids": list(msg_ids)})).all()
         return {
             r.msg_id: _Row(r.msg_id, r.role, r.content, r.created_at.timestamp(), r.prev_id, r.name)
             for r in rows
@@ -403,15 +467,27 @@ class Recall:
 
         # Semantic candidates.
         candidates, dropped = self._candidates(g, window_ids)
-        manifest.extend(dropped)
         rows: dict[str, _Row] = {}
-        if candidates:
+        # The dropped hits' rows too, whose texts the searches left out, for the manifest.
+        wanted = list(dict.fromkeys([*candidates, *(i for d in dropped for i in d.msg_ids)]))
+        if wanted:
             try:
-                rows = await asyncio.wait_for(
-                    self._rows(user_id, list(candidates)), s.store_timeout_s
-                )
+                rows = await asyncio.wait_for(self._rows(user_id, wanted), s.store_timeout_s)
             except Exception as exc:  # the ledger is down: fall back to chunk texts
                 g.degraded.setdefault("lexical", f"{type(exc).__name__}: {exc}"[:300])
+        manifest.extend(_with_preview(d, rows) for d in dropped)
+        orphans = [c for m, c in candidates.items() if m not in rows and c.similarity is not None]
+        if orphans:
+            texts = await self._guarded(
+                g,
+                "vector",
+                asyncio.wait_for(
+                    self._chunk_texts(g, user_id, self.pool(total, reserved)), s.store_timeout_s
+                ),
+                {},
+            )
+            for c in orphans:
+                c.chunk_text = texts.get(c.msg_id, "")
         lengths: dict[str, int] = {}
         for m, c in candidates.items():
             row = rows.get(m)
@@ -611,13 +687,7 @@ class Recall:
         if tokens > total:  # the section sums bound the whole; this would be a bug
             raise AssertionError(f"assembled {tokens} tokens for a budget of {total}")
         if fact_kept:
-            # A write transaction the caller does not need to wait for: off the critical
-            # path (one to three round trips), finished by settle()/aclose().
-            task = asyncio.create_task(
-                self._record_hits([fact_lines[i][0].id for i in fact_kept], now_s)
-            )
-            self._pending.add(task)
-            task.add_done_callback(self._pending.discard)
+            self._note_hits([fact_lines[i][0].id for i in fact_kept], now_s)
         return ContextResult(
             text=assembled.text,
             messages=assembled.messages,
@@ -704,15 +774,6 @@ class Recall:
             c.ranks.setdefault("lexical", rank)
         return out, dropped
 
-    async def _record_hits(self, fact_ids: list[int], now_s: float) -> None:
-        # The archive rule spares facts that reach a context; a failure here must not
-        # cost the caller the context it already has.
-        try:
-            async with self.sessions.begin() as s:
-                await fact_store.record_hits(s, fact_ids, datetime.fromtimestamp(now_s, tz=UTC))
-        except Exception as exc:
-            log.warning("could not record fact hits: %s", exc)
-
 
 # --- small helpers -----------------------------------------------------------------------------
 
@@ -741,6 +802,15 @@ def _hit_msg_ids(hit: VectorHit) -> tuple[str, ...]:
         return tuple(x for x in raw.split(",") if x)
     msg = hit.metadata.get("msg_id")
     return (str(msg),) if msg else (hit.id.rsplit("#", 1)[0],)
+
+
+def _with_preview(item: ManifestItem, rows: Mapping[str, _Row]) -> ManifestItem:
+    """A dropped vector hit's manifest item with the text of its messages, when the
+    search left the text out and the ledger has them."""
+    if item.preview or not item.msg_ids or not all(i in rows for i in item.msg_ids):
+        return item
+    text = "\n".join(rows[i].content for i in item.msg_ids)
+    return replace(item, preview=preview(text), tokens=count_tokens(text))
 
 
 def _knowledge_line(item: Any, labels: Labels) -> str:

@@ -188,6 +188,37 @@ async def test_identical_vector_is_the_top_hit_with_score_one(make_store: MakeSt
     assert scores == sorted(scores, reverse=True) and scores[1] < 0.99
 
 
+async def test_search_many_answers_each_vector_as_search_does(make_store: MakeStore) -> None:
+    store = await make_store()
+    rng = random.Random(3)
+    await store.upsert(
+        [record(f"a{i}#0", unit(rng), "alice", turn=i) for i in range(40)]
+        + [record(f"b{i}#0", unit(rng), "bob", turn=i) for i in range(20)]
+    )
+    queries = [unit(rng) for _ in range(3)]
+    for where in (None, {"turn": 3}):
+        one_by_one = [
+            await store.search(q, scope={"user_id": "alice"}, where=where, top_k=7) for q in queries
+        ]
+        batched = await store.search_many(queries, scope={"user_id": "alice"}, where=where, top_k=7)
+        assert len(batched) == 3
+        for got, expected in zip(batched, one_by_one, strict=True):
+            same_hits(got, expected)
+        # Without texts: the same hits; a store may leave the text out, never invent one.
+        bare = await store.search_many(
+            queries, scope={"user_id": "alice"}, where=where, top_k=7, with_text=False
+        )
+        for got, expected in zip(bare, one_by_one, strict=True):
+            assert [h.id for h in got] == [h.id for h in expected]
+            assert [h.score for h in got] == pytest.approx([h.score for h in expected], abs=1e-5)
+            assert [dict(h.metadata) for h in got] == [dict(h.metadata) for h in expected]
+            assert all(h.text in ("", e.text) for h, e in zip(got, expected, strict=True))
+    assert all(h.id.startswith("a") for hits in batched + bare for h in hits)
+    assert await store.search_many([], scope={"user_id": "alice"}, top_k=5) == []
+    with pytest.raises(ValidationError):
+        await store.search_many([queries[0], [1.0, 2.0]], scope={"user_id": "alice"}, top_k=5)
+
+
 async def test_opposite_vector_scores_minus_one(make_store: MakeStore) -> None:
     store = await make_store()
     v = unit(random.Random(2))
@@ -434,6 +465,13 @@ async def test_chroma_brute_force_and_hnsw_agree(make_chroma: MakeChroma) -> Non
                 assert len(expected) == min(top_k, 40 if user == "alice" else 150)
                 same_hits(await threshold.search(q, scope={"user_id": user}, top_k=top_k), expected)
                 same_hits(await brute.search(q, scope={"user_id": user}, top_k=top_k), expected)
+            # Both queries of one call, as context() sends them, on each path.
+            pair = [vector(), vector()]
+            expected_pair = [await hnsw.search(q, scope={"user_id": user}, top_k=10) for q in pair]
+            for store in (threshold, hnsw, brute):
+                got_pair = await store.search_many(pair, scope={"user_id": user}, top_k=10)
+                for got, expected in zip(got_pair, expected_pair, strict=True):
+                    same_hits(got, expected)
     # bob went to HNSW on the threshold store, and is remembered as too large for a get.
     assert large_scopes(threshold) == {(("user_id", "bob"),): 100}
     assert large_scopes(brute) == {}
@@ -821,6 +859,12 @@ async def test_chroma_sharded_store_returns_the_hits_of_a_single_collection(
             await sharded.search(q, scope=scope, top_k=25),
             await single.search(q, scope=scope, top_k=25),
         )
+        pair = [q, unit(rng)]
+        fanned = await sharded.search_many(pair, scope=scope, top_k=25)
+        for got, expected in zip(
+            fanned, await single.search_many(pair, scope=scope, top_k=25), strict=True
+        ):
+            same_hits(got, expected)
 
 
 async def test_chroma_sharded_brute_force_and_hnsw_agree_with_limits_per_shard(

@@ -47,6 +47,21 @@ class VectorStore(Protocol):
         where: Mapping[str, MetaValue] | None = None,
     ) -> list[VectorHit]: ...
 
+    async def search_many(
+        self,
+        vectors: Sequence[Sequence[float]],
+        *,
+        scope: Mapping[str, MetaValue],
+        top_k: int,
+        where: Mapping[str, MetaValue] | None = None,
+        with_text: bool = True,
+    ) -> list[list[VectorHit]]:
+        """One result list per vector, each what :meth:`search` returns for it, from one
+        filtered read where the store allows. ``with_text=False`` lets the store leave
+        ``VectorHit.text`` empty, for callers that read the text elsewhere (Chroma
+        reads documents row by row, about half the cost of a search)."""
+        ...
+
     async def delete(
         self, *, scope: Mapping[str, MetaValue], ids: Sequence[str] | None = None
     ) -> None: ...

@@ -187,18 +187,24 @@ class _Shard:
         return len(self.collection.get(where=_where(pairs), include=[])["ids"])
 
     def search(
-        self, query: list[float], pairs: Pairs, top_k: int, max_vectors: int, max_share: float
-    ) -> list[VectorHit]:
+        self,
+        queries: list[list[float]],
+        pairs: Pairs,
+        top_k: int,
+        max_vectors: int,
+        max_share: float,
+        with_text: bool,
+    ) -> list[list[VectorHit]]:
         limit = self.brute_force_limit(max_vectors, max_share)
         if limit and limit > self.large_scopes.get(pairs, 0):
-            hits = self.brute_force(query, pairs, top_k, limit)
+            hits = self.brute_force(queries, pairs, top_k, limit, with_text)
             if hits is not None:
                 self.large_scopes.pop(pairs, None)
                 return hits
             if len(self.large_scopes) >= LARGE_SCOPES_MAX:
                 self.large_scopes.clear()
             self.large_scopes[pairs] = limit
-        return self.hnsw(query, _where(pairs), top_k)
+        return self.hnsw(queries, _where(pairs), top_k, with_text)
 
     def brute_force_limit(self, max_vectors: int, max_share: float) -> int:
         """Most vectors a scope may hold to be scored by brute force (0: never)."""
@@ -241,67 +247,85 @@ class _Shard:
         return shared.result
 
     def brute_force(
-        self, query: list[float], pairs: Pairs, top_k: int, limit: int
-    ) -> list[VectorHit] | None:
-        """Exact cosine top ``top_k`` of the vectors matching ``pairs``, or None when more
-        than ``limit`` match. Same scores as :meth:`hnsw` up to float error."""
+        self,
+        queries: list[list[float]],
+        pairs: Pairs,
+        top_k: int,
+        limit: int,
+        with_text: bool,
+    ) -> list[list[VectorHit]] | None:
+        """Exact cosine top ``top_k`` of the vectors matching ``pairs`` for each query, or
+        None when more than ``limit`` match. Same scores as :meth:`hnsw` up to float
+        error."""
         # Embeddings only: documents and metadata cost more to read than the vectors,
-        # and only top_k rows need them.
+        # and only the top rows need them.
         got = self.scope_vectors(pairs, limit)
         ids: list[str] = got["ids"]
         if len(ids) > limit:
             return None
         if not ids:
-            return []
+            return [[] for _ in queries]
         matrix = np.asarray(got["embeddings"], dtype=np.float64)
-        q = np.asarray(query, dtype=np.float64)
-        norms = np.linalg.norm(matrix, axis=1) * np.linalg.norm(q)
+        q = np.asarray(queries, dtype=np.float64)
+        norms = np.outer(np.linalg.norm(q, axis=1), np.linalg.norm(matrix, axis=1))
         # Every collection's space is cosine (see ChromaStore._collection), in which a
         # zero vector is at distance 1, i.e. similarity 0.
-        sims = (matrix @ q) / np.where(norms > 0, norms, 1.0)
-        order = np.argsort(-sims, kind="stable")[:top_k]
-        top = [ids[i] for i in order]
-        rows = self.collection.get(ids=top, include=["documents", "metadatas"])
+        sims = (q @ matrix.T) / np.where(norms > 0, norms, 1.0)
+        orders = [np.argsort(-row, kind="stable")[:top_k] for row in sims]
+        # One read for the union of every query's top rows: the queries of one call
+        # mostly agree, and each row read costs the same whichever query wanted it.
+        wanted = list(dict.fromkeys(ids[i] for order in orders for i in order))
+        include = ["documents", "metadatas"] if with_text else ["metadatas"]
+        rows = self.collection.get(ids=wanted, include=include)
         n = len(rows["ids"])
         docs = rows.get("documents") or [None] * n
         metas = rows.get("metadatas") or [None] * n
         found = dict(zip(rows["ids"], zip(docs, metas, strict=True), strict=True))
-        hits = []
-        for k, i in zip(order, top, strict=True):
-            if i not in found:  # deleted since the first get: gone, not an error
-                continue
-            doc, meta = found[i][0], dict(found[i][1] or {})
-            # A row re-upserted into another scope since the first get must not come
-            # back with its new owner's text. Checked here rather than by passing the
-            # filter to this get, which measured slower, growing with the scope.
-            if any(meta.get(key) != value for key, value in pairs):
-                continue
-            hits.append(VectorHit(id=i, text=doc or "", score=float(sims[k]), metadata=meta))
-        return hits
+        out: list[list[VectorHit]] = []
+        for row, order in zip(sims, orders, strict=True):
+            hits = []
+            for k in order:
+                i = ids[k]
+                if i not in found:  # deleted since the first get: gone, not an error
+                    continue
+                doc, meta = found[i][0], dict(found[i][1] or {})
+                # A row re-upserted into another scope since the first get must not come
+                # back with its new owner's text. Checked here rather than by passing the
+                # filter to this get, which measured slower, growing with the scope.
+                if any(meta.get(key) != value for key, value in pairs):
+                    continue
+                hits.append(VectorHit(id=i, text=doc or "", score=float(row[k]), metadata=meta))
+            out.append(hits)
+        return out
 
-    def hnsw(self, query: list[float], flt: dict[str, Any], top_k: int) -> list[VectorHit]:
+    def hnsw(
+        self, queries: list[list[float]], flt: dict[str, Any], top_k: int, with_text: bool
+    ) -> list[list[VectorHit]]:
+        include = ["metadatas", "distances"] + (["documents"] if with_text else [])
         try:
+            # All queries in one call: Chroma evaluates the filter once for them.
             result: dict[str, Any] = self.collection.query(
-                query_embeddings=[query],
-                n_results=top_k,
-                where=flt,
-                include=["documents", "metadatas", "distances"],
+                query_embeddings=queries, n_results=top_k, where=flt, include=include
             )
         except Exception:
             # Some Chroma versions raise when n_results exceeds an empty index.
             if self.collection.count() == 0:
-                return []
+                return [[] for _ in queries]
             raise
         if not result or not result.get("ids"):
-            return []
-        ids = result["ids"][0]
-        docs = (result.get("documents") or [[]])[0] or [None] * len(ids)
-        metas = (result.get("metadatas") or [[]])[0] or [None] * len(ids)
-        dists = (result.get("distances") or [[]])[0] or [1.0] * len(ids)
-        return [
-            VectorHit(id=i, text=d or "", score=1.0 - float(dist), metadata=dict(m or {}))
-            for i, d, m, dist in zip(ids, docs, metas, dists, strict=True)
-        ]
+            return [[] for _ in queries]
+        out: list[list[VectorHit]] = []
+        for q, ids in enumerate(result["ids"]):
+            docs = (result.get("documents") or [[]] * len(queries))[q] or [None] * len(ids)
+            metas = (result.get("metadatas") or [[]] * len(queries))[q] or [None] * len(ids)
+            dists = (result.get("distances") or [[]] * len(queries))[q] or [1.0] * len(ids)
+            out.append(
+                [
+                    VectorHit(id=i, text=d or "", score=1.0 - float(dist), metadata=dict(m or {}))
+                    for i, d, m, dist in zip(ids, docs, metas, dists, strict=True)
+                ]
+            )
+        return out
 
 
 class _Layout:
@@ -622,26 +646,44 @@ class ChromaStore:
         top_k: int,
         where: Mapping[str, MetaValue] | None = None,
     ) -> list[VectorHit]:
+        return (await self.search_many([vector], scope=scope, top_k=top_k, where=where))[0]
+
+    async def search_many(
+        self,
+        vectors: Sequence[Sequence[float]],
+        *,
+        scope: Mapping[str, MetaValue],
+        top_k: int,
+        where: Mapping[str, MetaValue] | None = None,
+        with_text: bool = True,
+    ) -> list[list[VectorHit]]:
         pairs = tuple(conditions(scope, where))
         check_top_k(top_k)
-        query = check_vector(vector, self.dim)
+        queries = [check_vector(v, self.dim) for v in vectors]
+        if not queries:
+            return []
         layout = await self._open()
         index = layout.route(pairs)
         limits = (self.brute_force_max, self.brute_force_share)
 
-        def work() -> list[VectorHit]:
+        def work() -> list[list[VectorHit]]:
             if index is not None:
                 shard = self._shard(layout, index, create=False)
-                return [] if shard is None else shard.search(query, pairs, top_k, *limits)
+                if shard is None:
+                    return [[] for _ in queries]
+                return shard.search(queries, pairs, top_k, *limits, with_text)
             # No shard key in the filter: every shard may hold matches. Each one's top
             # k contains its share of the overall top k.
-            hits = [
-                hit
-                for shard in self._existing_shards(layout)
-                for hit in shard.search(query, pairs, top_k, *limits)
-            ]
-            hits.sort(key=lambda h: h.score, reverse=True)
-            return hits[:top_k]
+            merged: list[list[VectorHit]] = [[] for _ in queries]
+            for shard in self._existing_shards(layout):
+                for hits, more in zip(
+                    merged, shard.search(queries, pairs, top_k, *limits, with_text), strict=True
+                ):
+                    hits.extend(more)
+            for hits in merged:
+                hits.sort(key=lambda h: h.score, reverse=True)
+                del hits[top_k:]
+            return merged
 
         return await self._run(work, "search")
 

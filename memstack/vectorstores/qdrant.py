@@ -308,29 +308,50 @@ class QdrantStore:
         top_k: int,
         where: Mapping[str, MetaValue] | None = None,
     ) -> list[VectorHit]:
+        return (await self.search_many([vector], scope=scope, top_k=top_k, where=where))[0]
+
+    async def search_many(
+        self,
+        vectors: Sequence[Sequence[float]],
+        *,
+        scope: Mapping[str, MetaValue],
+        top_k: int,
+        where: Mapping[str, MetaValue] | None = None,
+        with_text: bool = True,
+    ) -> list[list[VectorHit]]:
+        from qdrant_client import models
+
         query_filter = _filter(conditions(scope, where))
         check_top_k(top_k)
-        query = check_vector(vector, self.dim)
-
-        def work(client: Any) -> list[Any]:
-            response = client.query_points(
-                self.collection_name,
-                query=query,
-                query_filter=query_filter,
+        requests = [
+            models.QueryRequest(
+                query=check_vector(v, self.dim),
+                filter=query_filter,
                 limit=top_k,
+                # The text sits in the payload next to the metadata: nothing to save by
+                # leaving it out, so with_text is ignored.
                 with_payload=True,
             )
-            return list(response.points)
+            for v in vectors
+        ]
+        if not requests:
+            return []
 
-        hits = []
-        for point in await self._run(work, "search"):
-            payload = dict(point.payload or {})
-            record_id = str(payload.pop(ID_KEY, point.id))
-            text = str(payload.pop(TEXT_KEY, ""))
-            hits.append(
-                VectorHit(id=record_id, text=text, score=float(point.score), metadata=payload)
-            )
-        return hits
+        def work(client: Any) -> list[Any]:
+            return list(client.query_batch_points(self.collection_name, requests=requests))
+
+        out: list[list[VectorHit]] = []
+        for response in await self._run(work, "search"):
+            hits = []
+            for point in response.points:
+                payload = dict(point.payload or {})
+                record_id = str(payload.pop(ID_KEY, point.id))
+                text = str(payload.pop(TEXT_KEY, ""))
+                hits.append(
+                    VectorHit(id=record_id, text=text, score=float(point.score), metadata=payload)
+                )
+            out.append(hits)
+        return out
 
     async def delete(
         self, *, scope: Mapping[str, MetaValue], ids: Sequence[str] | None = None
