@@ -93,7 +93,27 @@ def count_tokens(text: str) -> int:
     """LLM tokens of ``text`` under cl100k_base: exact for OpenAI-style models and close
     for others, in English and Chinese alike (a per-word estimate was ~30 % high on
     English chat and ~35 % low on Chinese)."""
+    if len(text) <= CACHED_CHARS:
+        return _count_short(text)
     return len(_encoding().encode_ordinary(text))
+
+
+# context() prices the same lines call after call (a conversation's best candidates
+# recur from turn to turn, age headers and labels always): short texts are counted
+# once per process. Long ones (documents, summaries) are rarely priced twice.
+CACHED_CHARS = 2000
+
+
+@lru_cache(maxsize=16384)
+def _count_short(text: str) -> int:
+    return len(_encoding().encode_ordinary(text))
+
+
+@lru_cache(maxsize=16384)
+def term_count(text: str) -> int:
+    """``len(lexical_terms(text))``, remembered: the read path asks it of the same short
+    messages call after call."""
+    return len(lexical_terms(text))
 
 
 def line_tokens(line: str) -> int:
