@@ -14,7 +14,8 @@ Prints each stage's median share of the call, and as its last line
 Run: ``python benchmarks/context.py [--sizes 10000 100000] [--queries 300]``;
 ``--brute-force-max 0`` sends every search to Chroma's filtered HNSW query, for the
 comparison with the brute-force scoring of small scopes; ``--shards 1`` keeps all
-vectors in one collection, as before sharding.
+vectors in one collection, as before sharding; ``--named`` asks questions that name
+someone ("What did Tim say about …?"), which embed a second query without the name.
 """
 
 from __future__ import annotations
@@ -70,8 +71,15 @@ def sentence(rng: random.Random) -> str:
     )
 
 
-def question(rng: random.Random) -> str:
-    return f"What did we say about {rng.choice(OBJECTS).split(' ', 1)[-1]}?"
+NAMES = "Anna Tim Melanie Caroline Joanna Nate".split()
+
+
+def question(rng: random.Random, named: bool = False) -> str:
+    topic = rng.choice(OBJECTS).split(" ", 1)[-1]
+    if named:
+        # A name makes context() embed a second query without it (ranking.dense_rewrite).
+        return f"What did {rng.choice(NAMES)} say about {topic}?"
+    return f"What did we say about {topic}?"
 
 
 async def build(mem: AsyncMemory, chunks: int, rng: random.Random) -> list[str]:
@@ -144,19 +152,19 @@ async def build(mem: AsyncMemory, chunks: int, rng: random.Random) -> list[str]:
 
 
 async def measure(
-    mem: AsyncMemory, users: list[str], n: int, rng: random.Random
+    mem: AsyncMemory, users: list[str], n: int, rng: random.Random, named: bool
 ) -> tuple[list[float], dict[str, list[float]]]:
     # Warm the model, the pools and every sampled user's shard: a serving process keeps
     # the shards it has read loaded, and the first read of one costs tens to hundreds of
     # ms once (docs/benchmarks.md), which is start-up, not the steady state measured here.
     for u in users:
-        await mem.context(u, f"{u}-live", question(rng), now=NOW, locale="en")
+        await mem.context(u, f"{u}-live", question(rng, named), now=NOW, locale="en")
     totals: list[float] = []
     stages: dict[str, list[float]] = {}
     for _ in range(n):
         u = rng.choice(users)
         t0 = time.perf_counter()
-        result = await mem.context(u, f"{u}-live", question(rng), now=NOW, locale="en")
+        result = await mem.context(u, f"{u}-live", question(rng, named), now=NOW, locale="en")
         totals.append((time.perf_counter() - t0) * 1000)
         for k, v in result.timings_ms.items():
             stages.setdefault(k, []).append(v)
@@ -192,7 +200,7 @@ async def run_size(chunks: int, args: argparse.Namespace) -> dict[str, float]:
             t0 = time.perf_counter()
             users = await build(mem, chunks, rng)
             print(f"{chunks} chunks over {USERS} users built in {time.perf_counter() - t0:.0f} s")
-            totals, stages = await measure(mem, users, args.queries, rng)
+            totals, stages = await measure(mem, users, args.queries, rng, args.named)
             r = mem.working.redis
             keys = [k async for k in r.scan_iter(match=mem.working.keys.pattern(), count=1000)]
             if keys:
@@ -230,6 +238,11 @@ def main() -> None:
         type=int,
         default=None,
         help="MEMSTACK_CHROMA_SHARDS for the run (default: the setting's default)",
+    )
+    parser.add_argument(
+        "--named",
+        action="store_true",
+        help="questions that name someone, which take two query embeddings instead of one",
     )
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--pg-admin", default="postgresql://postgres@127.0.0.1:5432/postgres")

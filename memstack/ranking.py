@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from memstack.lexical import Rewrite
 from memstack.settings import Settings
 from memstack.snippets import contains_word
-from memstack.tokens import lexical_terms
+from memstack.tokens import STOPWORDS, lexical_terms
 
 # Fusion constants, chosen on the LoCoMo dev split as a whole (docs/benchmarks.md).
 # A small k lets a channel's top hit beat items that are only mediocre in every channel.
@@ -60,6 +60,11 @@ def dense_rewrite(query: str, rewrite: Rewrite) -> str | None:
     if any("\u4e00" <= ch <= "\u9fff" for ch in query):
         text = rewrite.keywords
     else:
+        removed = _NAME.findall(query)
+        if all(w.lower().split("'")[0] in STOPWORDS for w in removed):
+            # Only "What"/"When"/"Did" at the start: the same question, embedded twice
+            # for nothing (one more MiniLM pass and one more vector query per call).
+            return None
         text = re.sub(r"\s+", " ", _NAME.sub(" ", query)).strip(" ?!.,")
     if not text or text == query or not lexical_terms(text):
         return None

@@ -80,6 +80,10 @@ def test_dense_rewrite() -> None:
     zh = "上次那个方案还有没有改进空间"
     assert dense_rewrite(zh, rewrite_query(zh)) == "方案 改进 空间"
     assert dense_rewrite("budget", rewrite_query("budget")) is None
+    # A capital that is only the question word leaves the same question: no second query.
+    for same in ("What did we say about the garden?", "How's the weather", "Did it rain?"):
+        assert dense_rewrite(same, rewrite_query(same)) is None
+    assert dense_rewrite("Did Melanie paint?", rewrite_query("Did Melanie paint?")) == "paint"
 
 
 def test_fuse_propagates_to_the_answer_and_discounts_empty_messages(tmp_path: Path) -> None:
