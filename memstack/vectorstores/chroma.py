@@ -145,8 +145,9 @@ class _Shard:
         self.count_cache: tuple[float, int] | None = None
         # Scope reads in flight, by (conditions, limit, writes so far). Chroma evaluates
         # a where over every row of the collection (GROUP BY ... HAVING in its SQLite
-        # reader), so the two searches of one context() call (two query embeddings,
-        # same user) share one read rather than pay for it twice.
+        # reader), so concurrent searches of one scope (calls for the same user in
+        # flight at once) share one read rather than pay for it twice. The queries of
+        # one call need none of this: search_many scores them all on one read.
         # The write count in the key keeps read-your-writes: a search issued after one
         # of our upserts or deletes completes never joins a read that began before.
         self.reads: dict[tuple[Pairs, int, int], _SharedRead] = {}
