@@ -27,7 +27,7 @@ from memstack.memory import AsyncMemory
 from memstack.models import FactRow
 from memstack.packing import pack_history, pack_window
 from memstack.ranking import Candidate, dense_rewrite, fuse, recency
-from memstack.recall import Recall
+from memstack.recall import HIT_FLUSH_S, Recall
 from memstack.settings import Settings
 from memstack.snippets import char_bigrams, jaccard, stale_key
 from memstack.tokens import count_tokens
@@ -178,6 +178,29 @@ async def test_facts_shown_in_a_context_are_counted_once_the_call_settles(
     await mem.context(user, new_id("s"), "What is my budget?", now=NOW)
     await mem.recall.aclose()
     assert (await hits())["budget_limit"] == 3
+
+
+async def test_fact_hits_are_written_within_a_second_without_settling(mem: AsyncMemory) -> None:
+    user = new_id("u")
+    await tell(mem, user, new_id("s"), SCRIPT_EN, NOW - 4 * DAY)
+
+    async def budget_hits() -> int:
+        async with mem.sessions() as s:
+            row = await s.scalar(
+                select(FactRow).where(
+                    FactRow.user_id == user,
+                    FactRow.fact_key == "budget_limit",
+                    FactRow.valid_until.is_(None),
+                )
+            )
+            assert row is not None
+            return row.hit_count
+
+    for _ in range(3):
+        await mem.context(user, new_id("s"), "What is my budget?", now=NOW)
+    # No settle(): the buffered counts go out on their own within HIT_FLUSH_S.
+    await asyncio.sleep(HIT_FLUSH_S + 0.5)
+    assert await budget_hits() == 3
 
 
 async def test_sections_in_order_with_labels(mem: AsyncMemory) -> None:
