@@ -33,13 +33,12 @@ from memstack.assembly import EN, age_header, render_turn
 from memstack.chunking import exchange_units, split_semantic
 from memstack.embedders import MiniLMEmbedder
 from memstack.lexical import bm25, rewrite_query
-from memstack.ranking import OTHER_AUTHOR, recency
+from memstack.ranking import OTHER_AUTHOR, dense_rewrite, recency
 from memstack.recall import POOL_TOKENS
 from memstack.settings import Settings
 from memstack.tokens import lexical_terms, line_tokens
 
 POOL = 50  # set from --budget as context() sizes it
-NAME = re.compile(r"\b[A-Z][a-z]+(?:'s)?\b")
 DEFAULTS = Settings()
 
 
@@ -58,7 +57,10 @@ async def prepare(data: Path) -> list[dict[str, Any]]:
                     units.append((u.msg_ids, piece))
         questions = list(conv.questions)
         q_text = [q.text for q in questions]
-        q_var = [re.sub(r"\s+", " ", NAME.sub(" ", q)).strip(" ?!.,") or q for q in q_text]
+        # context()'s second dense query; a question without one (no name in it) gets
+        # its own text here and no second channel in step().
+        rewrites = [dense_rewrite(q, rewrite_query(q)) for q in q_text]
+        q_var = [r or q for r, q in zip(rewrites, q_text, strict=True)]
         said = [f"{t[4]}: {t[2]}" for t in turns]
         vecs = await emb.embed([u[1] for u in units] + said + q_text + q_var)
         v = np.asarray(vecs, dtype=np.float32)
@@ -73,6 +75,7 @@ async def prepare(data: Path) -> list[dict[str, Any]]:
                 "turn_vec": v[a:b],
                 "q_vec": v[b:c],
                 "q_var": v[c:],
+                "has_var": [r is not None for r in rewrites],
                 "questions": questions,
                 "terms": terms,
                 "lengths": [sum(t.values()) for t in terms],
@@ -129,7 +132,7 @@ def step(
     def score(cv: dict[str, Any], qi: int) -> dict[str, float]:
         q = cv["questions"][qi]
         chans = [(dense(cv, cv["q_vec"][qi]), 1.0), (lexical(cv, q.text), wl)]
-        if rewrite:
+        if rewrite and cv["has_var"][qi]:
             chans.append((dense(cv, cv["q_var"][qi]), 1.0))
         s = rrf(chans, k)
         if short:
