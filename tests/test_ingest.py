@@ -397,8 +397,8 @@ async def test_ingest_on_every_vector_store(
     try:
         u, s = new_id("u"), new_id("s")
         q = await mem.remember(u, s, "user", "我预算不超过五千，想买轻薄本", ts=T0)
-        await mem.remember(u, s, "assistant", "好的，五千以内的轻薄本。", ts=T0)
-        await mem.remember(u, s, "user", "其实我可以到八千", ts=T0 + timedelta(days=3))
+        a = await mem.remember(u, s, "assistant", "好的，五千以内的轻薄本。", ts=T0)
+        b = await mem.remember(u, s, "user", "其实我可以到八千", ts=T0 + timedelta(days=3))
         jobs = await mem.working.redis.xrange(mem.queue.stream)
         await mem.drain()
         first = await _snapshot(mem, u)
@@ -411,6 +411,12 @@ async def test_ingest_on_every_vector_store(
         store = await mem.memory_vectors()
         [vec] = await mem.embedder.embed(["预算"])
         assert await store.search(vec, scope={"user_id": new_id("nobody")}, top_k=10) == []
+        # The read path over this store: its one search_many call answers, texts from the ledger.
+        result = await mem.context(u, new_id("s"), "轻薄本预算", now=T0 + timedelta(days=4))
+        assert not result.degraded
+        vector_items = [m for m in result.manifest if "vector" in m.ranks]
+        assert vector_items and all(m.preview for m in vector_items)
+        assert result.kept("semantic") and result.kept_msg_ids("semantic") <= {q, a, b}
     finally:
         await mem.close()
 
