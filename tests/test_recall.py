@@ -479,17 +479,7 @@ class RecordingStore(SlowStore):
         super().__init__(inner, 0.0)
         self.top_ks: list[int] = []
 
-    async def search(
-        self,
-        vector: Sequence[float],
-        *,
-        scope: Mapping[str, MetaValue],
-        top_k: int,
-        where: Mapping[str, MetaValue] | None = None,
-    ) -> list[VectorHit]:
-        self.top_ks.append(top_k)
-        return await super().search(vector, scope=scope, top_k=top_k, where=where)
-
+    # context() searches only through search_many.
     async def search_many(
         self,
         vectors: Sequence[Sequence[float]],
