@@ -151,6 +151,11 @@ def as_chat_message(m: MessageTuple) -> ChatMessage:
     return m if isinstance(m, ChatMessage) else ChatMessage(*m)
 
 
+# How far back a reply looks for the user turn it answers when ingest builds its unit,
+# and so how many messages after a user turn can share that turn's unit.
+UNIT_LOOKBACK = 4
+
+
 def exchange_units(messages: Iterable[MessageTuple]) -> list[Unit]:
     """Group a session's ordered ``(msg_id, role, content[, name])`` into exchanges.
 

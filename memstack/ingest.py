@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memstack import facts as fact_store
 from memstack import ledger
-from memstack.chunking import ChatMessage, exchange_units, split_semantic
+from memstack.chunking import UNIT_LOOKBACK, ChatMessage, exchange_units, split_semantic
 from memstack.db import guarded
 from memstack.embedders import Embedder
 from memstack.errors import SessionOwnershipError, ValidationError
@@ -33,9 +33,6 @@ from memstack.vectorstores.base import VectorRecord, VectorStore
 from memstack.working_memory import ROLES, validate_name
 
 log = logging.getLogger("memstack.ingest")
-
-# How far back a reply looks for the user turn it answers.
-UNIT_LOOKBACK = 4
 
 
 def _unit_members(context: Sequence[LedgerMessage], m: LedgerMessage) -> list[LedgerMessage]:

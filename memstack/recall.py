@@ -29,7 +29,20 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Select, String, any_, bindparam, select, tuple_
+from sqlalchemy import (
+    CompoundSelect,
+    String,
+    and_,
+    any_,
+    bindparam,
+    case,
+    func,
+    null,
+    select,
+    true,
+    tuple_,
+    union_all,
+)
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import aliased
@@ -49,6 +62,7 @@ from memstack.assembly import (
     section_tokens,
 )
 from memstack.budget import Fit, allocate
+from memstack.chunking import UNIT_LOOKBACK
 from memstack.embedders import Embedder
 from memstack.errors import ConfigError, InvalidContent, SessionOwnershipError, ValidationError
 from memstack.facts import StoredFact
@@ -108,7 +122,10 @@ class _Row:
     name: str | None
 
 
-def _rows_statement(postgresql: bool) -> Select[Any]:
+def _rows_statement(postgresql: bool) -> CompoundSelect[Any]:
+    """Rows ``ids`` of the user, each with the id of the message before it, then (with
+    ``head_id`` set) the next :data:`UNIT_LOOKBACK` messages after each of ``heads`` in
+    its session: the replies that may share a head's exchange unit."""
     prev = aliased(MessageRow)
     prev_id = (
         select(prev.msg_id)
@@ -124,26 +141,89 @@ def _rows_statement(postgresql: bool) -> Select[Any]:
         .correlate(MessageRow)
         .scalar_subquery()
     )
-    return select(
+
+    def among(column: Any, name: str) -> Any:
+        # One array parameter on PostgreSQL: the same SQL text whatever the number of
+        # ids, which psycopg parses once (an IN list of 50-100 ids took ~1.5 ms more
+        # CPU per call). SQLite has no arrays.
+        if postgresql:
+            return column == any_(bindparam(name, type_=ARRAY(String)))
+        return column.in_(bindparam(name, expanding=True))
+
+    rows = select(
         MessageRow.msg_id,
         MessageRow.role,
         MessageRow.content,
         MessageRow.created_at,
         MessageRow.name,
         prev_id.label("prev_id"),
-    ).where(
-        MessageRow.user_id == bindparam("user_id"),
-        # One array parameter on PostgreSQL: the same SQL text whatever the number of
-        # ids, which psycopg parses once (an IN list of 50-100 ids took ~1.5 ms more
-        # CPU per call). SQLite has no arrays.
-        MessageRow.msg_id == any_(bindparam("ids", type_=ARRAY(String)))
-        if postgresql
-        else MessageRow.msg_id.in_(bindparam("ids", expanding=True)),
+        null().label("head_id"),
+    ).where(MessageRow.user_id == bindparam("user_id"), among(MessageRow.msg_id, "ids"))
+
+    head, nxt = aliased(MessageRow), aliased(MessageRow)
+    after_head = and_(
+        nxt.user_id == head.user_id,
+        nxt.session_id == head.session_id,
+        tuple_(nxt.created_at, nxt.msg_id) > tuple_(head.created_at, head.msg_id),
     )
+    of_heads = and_(head.user_id == bindparam("user_id"), among(head.msg_id, "heads"))
+    columns = (nxt.msg_id, nxt.role, nxt.content, nxt.created_at, nxt.name)
+    order = (nxt.created_at, nxt.msg_id)
+    # A reply joins the unit of the user turn it answers (ingest.dialogue_records): a
+    # head's unit is the head, if a user turn, and the replies after it up to the next
+    # user turn, at most UNIT_LOOKBACK of them. Counting the user turns seen so far
+    # keeps only those replies.
+    if postgresql:
+        # A few forward steps of ix_message_session_order per head.
+        next_few = (
+            select(*columns)
+            .where(after_head)
+            .order_by(*order)
+            .limit(UNIT_LOOKBACK)
+            .correlate(head)
+            .subquery("next_few")
+        )
+        counted = select(
+            next_few,
+            func.sum(case((next_few.c.role == "user", 1), else_=0))
+            .over(order_by=(next_few.c.created_at, next_few.c.msg_id))
+            .label("users"),
+        ).subquery("counted")
+        later = (
+            select(*(counted.c[c.key] for c in columns))
+            .where(counted.c.users == 0)
+            .lateral("later")
+        )
+        followers = (
+            select(*later.c, null().label("prev_id"), head.msg_id.label("head_id"))
+            .select_from(head)
+            .join(later, true())
+            .where(of_heads, head.role == "user")
+        )
+    else:  # SQLite has no LATERAL: number each head's later messages instead.
+        users = func.sum(case((nxt.role == "user", 1), else_=0))
+        numbered = (
+            select(
+                *columns,
+                head.msg_id.label("head_id"),
+                func.row_number().over(partition_by=head.msg_id, order_by=order).label("n"),
+                users.over(partition_by=head.msg_id, order_by=order).label("users"),
+            )
+            .select_from(head)
+            .join(nxt, after_head)
+            .where(of_heads, head.role == "user")
+            .subquery()
+        )
+        followers = select(
+            *(numbered.c[c.key] for c in columns),
+            null().label("prev_id"),
+            numbered.c.head_id,
+        ).where(numbered.c.n <= UNIT_LOOKBACK, numbered.c.users == 0)
+    return union_all(rows, followers)
 
 
-# Candidate ledger rows, each with the id of the message before it. Built once: building
-# this statement took ~2 ms of CPU, more than PostgreSQL spends running it.
+# Candidate ledger rows and the followers of unit heads. Built once: building the
+# statement took ~2 ms of CPU, more than PostgreSQL spends running it.
 _ROWS = {True: _rows_statement(True), False: _rows_statement(False)}
 
 
@@ -159,8 +239,8 @@ class _Gathered:
     facts: list[StoredFact] = field(default_factory=list)
     superseded: dict[str, list[Any]] = field(default_factory=dict)
     vector: dict[str, list[VectorHit]] = field(default_factory=dict)
-    # The query embeddings, kept for the one case that needs the chunk texts the
-    # searches left out: a vector candidate without its ledger row.
+    # The query embeddings, kept for the one case that needs what the searches left
+    # out (hit metadata and texts): the ledger is down.
     query_vectors: list[list[float]] = field(default_factory=list)
     lexical: list[LexicalHit] = field(default_factory=list)
     knowledge: Any = None
@@ -323,41 +403,60 @@ class Recall:
 
         vectors_store, embedded = await asyncio.gather(self._vectors(), embed())
         g.query_vectors = embedded
-        # Texts come from the ledger rows (_rows), which the ranking reads anyway; on
-        # Chroma, leaving them out of the search halves its cost.
+        # Ids and scores only: the ledger rows (_rows), which the ranking reads anyway,
+        # give each hit's messages, texts and times. On Chroma, reading metadata and
+        # documents costs as much as the rest of the query.
         results = await vectors_store.search_many(
-            embedded, scope={"user_id": user_id}, top_k=k, with_text=False
+            embedded, scope={"user_id": user_id}, top_k=k, fields="ids"
         )
         g.vector = dict(zip(names, results, strict=True))
 
-    async def _chunk_texts(self, g: _Gathered, user_id: str, k: int) -> dict[str, str]:
-        """Chunk texts of the vector channel's hits by message id: the history a vector
-        candidate shows when its ledger row is missing (the ledger is down)."""
+    async def _full_hits(self, g: _Gathered, user_id: str, k: int) -> None:
+        """The vector channel again, with metadata and chunk texts: what a hit covers
+        and shows when the ledger cannot say (it is down)."""
         store = await self._vectors()
         results = await store.search_many(
-            g.query_vectors[:1], scope={"user_id": user_id}, top_k=k, with_text=True
+            g.query_vectors, scope={"user_id": user_id}, top_k=k, fields="all"
         )
-        texts: dict[str, str] = {}
-        for hit in results[0] if results else []:
-            for m in _hit_msg_ids(hit):
-                texts.setdefault(m, hit.text)
-        return texts
+        g.vector = dict(zip(g.vector, results, strict=True))
 
     async def _lexical(self, g: _Gathered, user_id: str, rewrite: Rewrite, k: int) -> None:
         async with self.sessions() as s:
             g.lexical = await lexical.search(s, user_id, rewrite, limit=k)
 
-    async def _rows(self, user_id: str, msg_ids: Sequence[str]) -> dict[str, _Row]:
-        """Ledger rows of the candidates, each with the id of the message before it."""
+    async def _rows(
+        self, user_id: str, msg_ids: Sequence[str], heads: Sequence[str]
+    ) -> tuple[dict[str, _Row], dict[str, tuple[str, ...]]]:
+        """Ledger rows of the candidates, each with the id of the message before it, and
+        the exchange unit (message ids) of each of ``heads``, whose followers' rows are
+        added. ``heads`` must be among ``msg_ids``."""
         if not msg_ids:
-            return {}
+            return {}, {}
         async with self.sessions() as s:
             stmt = _ROWS[s.get_bind().dialect.name == "postgresql"]
-            rows = (await s.execute(stmt, {"user_id": user_id, "ids": list(msg_ids)})).all()
-        return {
-            r.msg_id: _Row(r.msg_id, r.role, r.content, r.created_at.timestamp(), r.prev_id, r.name)
-            for r in rows
-        }
+            result = await s.execute(
+                stmt, {"user_id": user_id, "ids": list(msg_ids), "heads": list(heads)}
+            )
+            got = result.all()
+        rows: dict[str, _Row] = {}
+        following: dict[str, list[_Row]] = {}
+        for r in got:
+            row = _Row(r.msg_id, r.role, r.content, r.created_at.timestamp(), r.prev_id, r.name)
+            if r.head_id is None:
+                rows[r.msg_id] = row
+            else:
+                following.setdefault(r.head_id, []).append(row)
+        units: dict[str, tuple[str, ...]] = {}
+        for head in heads:
+            first = rows.get(head)
+            if first is None:
+                continue
+            members = [first]
+            for x in sorted(following.get(head, ()), key=lambda x: (x.created_at, x.msg_id)):
+                # Each follower answers the message just before it in the session.
+                members.append(rows.setdefault(x.msg_id, replace(x, prev_id=members[-1].msg_id)))
+            units[head] = tuple(m.msg_id for m in members)
+        return rows, units
 
     # --- the call --------------------------------------------------------------------------
 
@@ -475,29 +574,39 @@ class Recall:
             )
         window_ids = {m.msg_id for m in g.window}
 
-        # Semantic candidates.
-        candidates, dropped = self._candidates(g, window_ids)
+        # Semantic candidates: the ledger rows of every hit, which also say what each
+        # vector hit covers (its exchange unit).
+        heads = [_chunk_head(h.id) for hits in g.vector.values() for h in hits if not h.metadata]
+        dialogue_heads = [
+            _chunk_head(h.id)
+            for hits in g.vector.values()
+            for h in hits
+            if not h.metadata and h.id.rpartition("#")[2].isdigit()
+        ]
+        wanted = list(dict.fromkeys([*heads, *(lex.msg_id for lex in g.lexical)]))
         rows: dict[str, _Row] = {}
-        # The dropped hits' rows too, whose texts the searches left out, for the manifest.
-        wanted = list(dict.fromkeys([*candidates, *(i for d in dropped for i in d.msg_ids)]))
+        units: dict[str, tuple[str, ...]] | None = {}
         if wanted:
             try:
-                rows = await asyncio.wait_for(self._rows(user_id, wanted), s.store_timeout_s)
+                rows, units = await asyncio.wait_for(
+                    self._rows(user_id, wanted, list(dict.fromkeys(dialogue_heads))),
+                    s.store_timeout_s,
+                )
             except Exception as exc:  # the ledger is down: fall back to chunk texts
                 g.degraded.setdefault("lexical", f"{type(exc).__name__}: {exc}"[:300])
+                units = None
+                if heads:
+                    await self._guarded(
+                        g,
+                        "vector",
+                        asyncio.wait_for(
+                            self._full_hits(g, user_id, self.pool(total, reserved)),
+                            s.store_timeout_s,
+                        ),
+                        None,
+                    )
+        candidates, dropped = self._candidates(g, window_ids, rows, units)
         manifest.extend(_with_preview(d, rows) for d in dropped)
-        orphans = [c for m, c in candidates.items() if m not in rows and c.similarity is not None]
-        if orphans:
-            texts = await self._guarded(
-                g,
-                "vector",
-                asyncio.wait_for(
-                    self._chunk_texts(g, user_id, self.pool(total, reserved)), s.store_timeout_s
-                ),
-                {},
-            )
-            for c in orphans:
-                c.chunk_text = texts.get(c.msg_id, "")
         lengths: dict[str, int] = {}
         for m, c in candidates.items():
             row = rows.get(m)
@@ -712,9 +821,14 @@ class Recall:
         )
 
     def _candidates(
-        self, g: _Gathered, window_ids: set[str]
+        self,
+        g: _Gathered,
+        window_ids: set[str],
+        rows: Mapping[str, _Row],
+        units: Mapping[str, tuple[str, ...]] | None,
     ) -> tuple[dict[str, Candidate], list[ManifestItem]]:
-        """Messages from every channel with their per-channel ranks; drops recorded."""
+        """Messages from every channel with their per-channel ranks; drops recorded.
+        ``units`` (None: the ledger is down) gives what an ids-only hit covers."""
         s = self.settings
         out: dict[str, Candidate] = {}
         dropped: list[ManifestItem] = []
@@ -725,7 +839,12 @@ class Recall:
             for hit in hits:
                 meta = hit.metadata
                 distance = 1.0 - hit.score
-                ids = _hit_msg_ids(hit)
+                found = _hit_msg_ids(hit, rows, units)
+                if found is None:
+                    # An ids-only hit without a ledger row of this user: a summary (it
+                    # quotes no message), or a message deleted since.
+                    continue
+                ids = found
                 if channel == "vector" and max_distance is not None and distance > max_distance:
                     dropped.append(hit_item(hit, ids, BELOW_THRESHOLD, distance))
                     continue
@@ -806,12 +925,28 @@ def _window_message(m: ledger.LedgerMessage) -> WindowMessage:
     )
 
 
-def _hit_msg_ids(hit: VectorHit) -> tuple[str, ...]:
+def _chunk_head(vector_id: str) -> str:
+    """The message a chunk is stored under (``msg_id#chunk_idx`` or ``msg_id#fact-key``)."""
+    return vector_id.rpartition("#")[0] or vector_id
+
+
+def _hit_msg_ids(
+    hit: VectorHit, rows: Mapping[str, _Row], units: Mapping[str, tuple[str, ...]] | None
+) -> tuple[str, ...] | None:
+    """The messages a hit covers: from its metadata when the search returned it, else
+    from the ledger (None when the ledger has no row for it)."""
     raw = hit.metadata.get("msg_ids")
     if isinstance(raw, str) and raw:
         return tuple(x for x in raw.split(",") if x)
     msg = hit.metadata.get("msg_id")
-    return (str(msg),) if msg else (hit.id.rsplit("#", 1)[0],)
+    if msg:
+        return (str(msg),)
+    head = _chunk_head(hit.id)
+    if hit.metadata or units is None:
+        return (head,)
+    if head not in rows:
+        return None
+    return units.get(head, (head,))
 
 
 def _with_preview(item: ManifestItem, rows: Mapping[str, _Row]) -> ManifestItem:

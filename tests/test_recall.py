@@ -31,7 +31,7 @@ from memstack.recall import HIT_FLUSH_S, Recall
 from memstack.settings import Settings
 from memstack.snippets import char_bigrams, jaccard, stale_key
 from memstack.tokens import count_tokens
-from memstack.vectorstores.base import MetaValue, VectorHit, VectorRecord, VectorStore
+from memstack.vectorstores.base import HitFields, MetaValue, VectorHit, VectorRecord, VectorStore
 from memstack.vectorstores.chroma import ChromaStore
 from memstack.working_memory import WindowMessage, WorkingMemory
 from tests.conftest import make_settings, new_id
@@ -236,7 +236,7 @@ async def test_each_candidate_knows_the_message_before_it_in_its_session(
         for session, msg_id, ts in said
     }
     assert (await mem.drain(summarize=False)).failed == 0
-    rows = await mem.recall._rows(user, list(ids.values()))
+    rows, _ = await mem.recall._rows(user, list(ids.values()), [])
     assert {m: rows[ids[m]].prev_id for m in ids} == {
         "m-0": None,
         "m-1": None,
@@ -244,7 +244,44 @@ async def test_each_candidate_knows_the_message_before_it_in_its_session(
         "m-3": ids["m-2"],
     }
     # Another user's ids are not looked up, whatever they are.
-    assert await mem.recall._rows(new_id("u"), [ids["m-1"]]) == {}
+    assert await mem.recall._rows(new_id("u"), [ids["m-1"]], [ids["m-1"]]) == ({}, {})
+
+
+async def test_the_ledger_rebuilds_each_chunks_exchange_unit_as_ingest_wrote_it(
+    mem: AsyncMemory,
+) -> None:
+    """context() searches for ids only and reads what a hit covers from the ledger: for
+    every chunk ingest wrote, that must be the unit in the chunk's own metadata."""
+    user, session, other = new_id("u"), new_id("s"), new_id("s")
+    roles = [
+        "assistant",  # before any user turn: a unit of its own
+        "user",
+        "assistant",
+        "user",  # two user turns in a row: the first stands alone
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "assistant",
+        "assistant",  # the fifth reply: past the lookback, alone
+        "user",  # the last turn, unanswered
+    ]
+    for i, role in enumerate(roles):
+        await mem.remember(user, session, role, f"turn {i} about the garden", ts=NOW + i * MINUTE)
+        # Another session of the user interleaved in time: never part of a unit here.
+        await mem.remember(user, other, "assistant", f"aside {i}", ts=NOW + (i + 0.5) * MINUTE)
+    assert (await mem.drain(summarize=False)).failed == 0
+    store = await mem.memory_vectors()
+    query = (await mem.embedder.embed(["garden"]))[0]
+    full = (await store.search_many([query], scope={"user_id": user}, top_k=50))[0]
+    written = {h.id.rpartition("#")[0]: tuple(str(h.metadata["msg_ids"]).split(",")) for h in full}
+    # Six units in the session (turns 0, 1-2, 3, 4-8, 9, 10), and each aside alone.
+    assert len(written) == 6 + len(roles)
+    _, units = await mem.recall._rows(user, list(written), list(written))
+    assert units == written
+    assert max(len(u) for u in units.values()) == 5
+    # Another user asking for the same heads gets nothing.
+    assert await mem.recall._rows(new_id("u"), list(written), list(written)) == ({}, {})
 
 
 async def test_window_messages_are_not_recalled_again(mem: AsyncMemory) -> None:
@@ -456,11 +493,11 @@ class SlowStore:
         scope: Mapping[str, MetaValue],
         top_k: int,
         where: Mapping[str, MetaValue] | None = None,
-        with_text: bool = True,
+        fields: HitFields = "all",
     ) -> list[list[VectorHit]]:
         await asyncio.sleep(self.delay_s)
         return await self.inner.search_many(
-            vectors, scope=scope, top_k=top_k, where=where, with_text=with_text
+            vectors, scope=scope, top_k=top_k, where=where, fields=fields
         )
 
     async def delete(
@@ -487,11 +524,11 @@ class RecordingStore(SlowStore):
         scope: Mapping[str, MetaValue],
         top_k: int,
         where: Mapping[str, MetaValue] | None = None,
-        with_text: bool = True,
+        fields: HitFields = "all",
     ) -> list[list[VectorHit]]:
         self.top_ks.append(top_k)
         return await super().search_many(
-            vectors, scope=scope, top_k=top_k, where=where, with_text=with_text
+            vectors, scope=scope, top_k=top_k, where=where, fields=fields
         )
 
 

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 MetaValue = str | int | float | bool
+
+# What a search returns of each hit: "all" (text and metadata), "metadata" (text left
+# empty) or "ids" (id and score; text and metadata left empty).
+HitFields = Literal["all", "metadata", "ids"]
 
 
 @dataclass(frozen=True)
@@ -54,12 +58,14 @@ class VectorStore(Protocol):
         scope: Mapping[str, MetaValue],
         top_k: int,
         where: Mapping[str, MetaValue] | None = None,
-        with_text: bool = True,
+        fields: HitFields = "all",
     ) -> list[list[VectorHit]]:
         """One result list per vector, each what :meth:`search` returns for it, from one
-        filtered read where the store allows. ``with_text=False`` lets the store leave
-        ``VectorHit.text`` empty, for callers that read the text elsewhere (Chroma
-        reads documents row by row, about half the cost of a search)."""
+        filtered read where the store allows. ``fields`` lets the store leave out what
+        the caller reads elsewhere: ``"metadata"`` leaves ``VectorHit.text`` empty,
+        ``"ids"`` the metadata too (Chroma reads documents and metadata row by row;
+        either costs about as much as the rest of the query). The scope holds whatever
+        ``fields`` says: every hit matched it when the store read it."""
         ...
 
     async def delete(

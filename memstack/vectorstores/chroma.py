@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from memstack.errors import ConfigError, SchemaMismatch, StoreError, ValidationError
-from memstack.vectorstores.base import MetaValue, VectorHit, VectorRecord
+from memstack.vectorstores.base import HitFields, MetaValue, VectorHit, VectorRecord
 from memstack.vectorstores.filters import (
     check_schema,
     check_top_k,
@@ -194,18 +194,18 @@ class _Shard:
         top_k: int,
         max_vectors: int,
         max_share: float,
-        with_text: bool,
+        fields: HitFields,
     ) -> list[list[VectorHit]]:
         limit = self.brute_force_limit(max_vectors, max_share)
         if limit and limit > self.large_scopes.get(pairs, 0):
-            hits = self.brute_force(queries, pairs, top_k, limit, with_text)
+            hits = self.brute_force(queries, pairs, top_k, limit, fields)
             if hits is not None:
                 self.large_scopes.pop(pairs, None)
                 return hits
             if len(self.large_scopes) >= LARGE_SCOPES_MAX:
                 self.large_scopes.clear()
             self.large_scopes[pairs] = limit
-        return self.hnsw(queries, _where(pairs), top_k, with_text)
+        return self.hnsw(queries, _where(pairs), top_k, fields)
 
     def brute_force_limit(self, max_vectors: int, max_share: float) -> int:
         """Most vectors a scope may hold to be scored by brute force (0: never)."""
@@ -253,7 +253,7 @@ class _Shard:
         pairs: Pairs,
         top_k: int,
         limit: int,
-        with_text: bool,
+        fields: HitFields,
     ) -> list[list[VectorHit]] | None:
         """Exact cosine top ``top_k`` of the vectors matching ``pairs`` for each query, or
         None when more than ``limit`` match. Same scores as :meth:`hnsw` up to float
@@ -273,10 +273,16 @@ class _Shard:
         # zero vector is at distance 1, i.e. similarity 0.
         sims = (q @ matrix.T) / np.where(norms > 0, norms, 1.0)
         orders = [np.argsort(-row, kind="stable")[:top_k] for row in sims]
+        if fields == "ids":
+            # Every id matched the scope when the read above ran: nothing more to read.
+            return [
+                [VectorHit(id=ids[k], text="", score=float(row[k])) for k in order]
+                for row, order in zip(sims, orders, strict=True)
+            ]
         # One read for the union of every query's top rows: the queries of one call
         # mostly agree, and each row read costs the same whichever query wanted it.
         wanted = list(dict.fromkeys(ids[i] for order in orders for i in order))
-        include = ["documents", "metadatas"] if with_text else ["metadatas"]
+        include = ["documents", "metadatas"] if fields == "all" else ["metadatas"]
         rows = self.collection.get(ids=wanted, include=include)
         n = len(rows["ids"])
         docs = rows.get("documents") or [None] * n
@@ -300,9 +306,13 @@ class _Shard:
         return out
 
     def hnsw(
-        self, queries: list[list[float]], flt: dict[str, Any], top_k: int, with_text: bool
+        self, queries: list[list[float]], flt: dict[str, Any], top_k: int, fields: HitFields
     ) -> list[list[VectorHit]]:
-        include = ["metadatas", "distances"] + (["documents"] if with_text else [])
+        include = {
+            "all": ["metadatas", "distances", "documents"],
+            "metadata": ["metadatas", "distances"],
+            "ids": ["distances"],
+        }[fields]
         try:
             # All queries in one call: Chroma evaluates the filter once for them.
             result: dict[str, Any] = self.collection.query(
@@ -656,7 +666,7 @@ class ChromaStore:
         scope: Mapping[str, MetaValue],
         top_k: int,
         where: Mapping[str, MetaValue] | None = None,
-        with_text: bool = True,
+        fields: HitFields = "all",
     ) -> list[list[VectorHit]]:
         pairs = tuple(conditions(scope, where))
         check_top_k(top_k)
@@ -672,13 +682,13 @@ class ChromaStore:
                 shard = self._shard(layout, index, create=False)
                 if shard is None:
                     return [[] for _ in queries]
-                return shard.search(queries, pairs, top_k, *limits, with_text)
+                return shard.search(queries, pairs, top_k, *limits, fields)
             # No shard key in the filter: every shard may hold matches. Each one's top
             # k contains its share of the overall top k.
             merged: list[list[VectorHit]] = [[] for _ in queries]
             for shard in self._existing_shards(layout):
                 for hits, more in zip(
-                    merged, shard.search(queries, pairs, top_k, *limits, with_text), strict=True
+                    merged, shard.search(queries, pairs, top_k, *limits, fields), strict=True
                 ):
                     hits.extend(more)
             for hits in merged:

@@ -21,7 +21,7 @@ from memstack.errors import (
     ConfigError,
     ValidationError,
 )
-from memstack.vectorstores.base import MetaValue, VectorHit, VectorRecord
+from memstack.vectorstores.base import HitFields, MetaValue, VectorHit, VectorRecord
 from memstack.vectorstores.filters import (
     check_schema,
     check_top_k,
@@ -317,7 +317,7 @@ class QdrantStore:
         scope: Mapping[str, MetaValue],
         top_k: int,
         where: Mapping[str, MetaValue] | None = None,
-        with_text: bool = True,
+        fields: HitFields = "all",
     ) -> list[list[VectorHit]]:
         from qdrant_client import models
 
@@ -329,8 +329,8 @@ class QdrantStore:
                 filter=query_filter,
                 limit=top_k,
                 # The text sits in the payload next to the metadata: nothing to save by
-                # leaving it out, so with_text is ignored.
-                with_payload=True,
+                # leaving out the text alone, so "metadata" reads the whole payload.
+                with_payload=[ID_KEY] if fields == "ids" else True,
             )
             for v in vectors
         ]
