@@ -16,7 +16,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, delete, select, text, update
+from sqlalchemy import CompoundSelect, Table, bindparam, delete, select, text, union_all, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -46,7 +46,8 @@ class StoredFact:
         return self.valid_until is None
 
 
-def _stored(row: FactRow | FactArchiveRow) -> StoredFact:
+def _stored(row: Any) -> StoredFact:
+    """A fact from an ORM row or a result row of the same columns."""
     return StoredFact(
         id=row.id,
         user_id=row.user_id,
@@ -165,14 +166,43 @@ async def current_facts(s: AsyncSession, user_id: str) -> list[StoredFact]:
     return [_stored(r) for r in rows]
 
 
+_FACT_COLUMNS = (
+    "id",
+    "user_id",
+    "session_id",
+    "msg_id",
+    "fact_key",
+    "fact_value",
+    "fact_type",
+    "confidence",
+    "source",
+    "valid_from",
+    "valid_until",
+    "supersedes_id",
+)
+
+
+def _history_statement(by_key: bool) -> CompoundSelect[Any]:
+    """Hot and archived rows of one user (and key): archiving moves rows, history must
+    not lose them."""
+    parts = []
+    for table in (FactRow, FactArchiveRow):
+        stmt = select(*(getattr(table, c) for c in _FACT_COLUMNS)).where(
+            table.user_id == bindparam("user_id")
+        )
+        if by_key:
+            stmt = stmt.where(table.fact_key == bindparam("key"))
+        parts.append(stmt)
+    return union_all(*parts)
+
+
+# Built once, one round trip, no ORM objects: context() reads this on every call, and two
+# ORM queries cost more CPU than anything else it sends to PostgreSQL.
+_HISTORY = {False: _history_statement(False), True: _history_statement(True)}
+
+
 async def _all_facts(s: AsyncSession, user_id: str, key: str | None = None) -> list[StoredFact]:
-    """Hot and archived rows: archiving moves rows, history must not lose them."""
-    hot = select(FactRow).where(FactRow.user_id == user_id)
-    cold = select(FactArchiveRow).where(FactArchiveRow.user_id == user_id)
-    if key is not None:
-        hot = hot.where(FactRow.fact_key == key)
-        cold = cold.where(FactArchiveRow.fact_key == key)
-    rows: list[FactRow | FactArchiveRow] = [*await s.scalars(hot), *await s.scalars(cold)]
+    rows = await s.execute(_HISTORY[key is not None], {"user_id": user_id, "key": key})
     facts = [_stored(r) for r in rows]
     return sorted(facts, key=lambda f: (f.key, f.valid_from, f.id))
 
