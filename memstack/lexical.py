@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import select, text
+from sqlalchemy import bindparam, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memstack.ids import validate_id
@@ -287,6 +287,33 @@ async def _pg_stats(session: AsyncSession, user_id: str) -> tuple[int, float]:
     return n, avgdl
 
 
+_ROW_COLUMNS = (
+    MessageRow.msg_id,
+    MessageRow.session_id,
+    MessageRow.role,
+    MessageRow.content,
+    MessageRow.created_at,
+    MessageRow.search_terms,
+)
+# Built once: building a statement costs more CPU per call than running this one.
+# PostgreSQL: the newest MAX_CANDIDATES of the user's messages matching the query, found
+# by the full-text index. SQLite: all of the user's messages, scored in Python.
+_PG_MATCHES = (
+    select(*_ROW_COLUMNS)
+    .where(
+        MessageRow.user_id == bindparam("user_id"),
+        text("to_tsvector('simple', search_terms) @@ to_tsquery('simple', :q)"),
+    )
+    .order_by(MessageRow.created_at.desc())
+    .limit(MAX_CANDIDATES)
+)
+_ALL_ROWS = (
+    select(*_ROW_COLUMNS)
+    .where(MessageRow.user_id == bindparam("user_id"))
+    .order_by(MessageRow.created_at.desc())
+)
+
+
 async def search(
     session: AsyncSession, user_id: str, rewrite: Rewrite, *, limit: int = 50
 ) -> list[LexicalHit]:
@@ -299,41 +326,10 @@ async def search(
         if not query:
             return []
         n_docs, avgdl = await _pg_stats(session, user_id)
-        rows = (
-            await session.execute(
-                select(
-                    MessageRow.msg_id,
-                    MessageRow.session_id,
-                    MessageRow.role,
-                    MessageRow.content,
-                    MessageRow.created_at,
-                    MessageRow.search_terms,
-                )
-                .where(
-                    MessageRow.user_id == user_id,
-                    text("to_tsvector('simple', search_terms) @@ to_tsquery('simple', :q)"),
-                )
-                .order_by(MessageRow.created_at.desc())
-                .limit(MAX_CANDIDATES),
-                {"q": query},
-            )
-        ).all()
+        rows = (await session.execute(_PG_MATCHES, {"user_id": user_id, "q": query})).all()
         docs = [_doc(r) for r in rows]
     else:
-        rows = (
-            await session.execute(
-                select(
-                    MessageRow.msg_id,
-                    MessageRow.session_id,
-                    MessageRow.role,
-                    MessageRow.content,
-                    MessageRow.created_at,
-                    MessageRow.search_terms,
-                )
-                .where(MessageRow.user_id == user_id)
-                .order_by(MessageRow.created_at.desc())
-            )
-        ).all()
+        rows = (await session.execute(_ALL_ROWS, {"user_id": user_id})).all()
         all_docs = [_doc(r) for r in rows]
         n_docs = len(all_docs)
         avgdl = sum(d.length for d in all_docs) / n_docs if n_docs else 0.0
