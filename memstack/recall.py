@@ -257,6 +257,7 @@ class Recall:
         *,
         working: WorkingMemory,
         sessions: async_sessionmaker[AsyncSession],
+        reads: async_sessionmaker[AsyncSession] | None = None,
         embedder: Callable[[], Embedder],
         vectors: Callable[[], Awaitable[VectorStore]],
         knowledge: KnowledgeProvider | None = None,
@@ -266,6 +267,9 @@ class Recall:
         self.settings = settings
         self.working = working
         self.sessions = sessions
+        # Sessions for the read path's queries, each one statement (autocommit where
+        # the caller provides it); writes go through ``sessions``.
+        self.reads = reads or sessions
         self._embedder = embedder
         self._vectors = vectors
         self.knowledge = knowledge
@@ -364,7 +368,7 @@ class Recall:
             return
         # Seed §5.1: Redis is an accelerator, not the source of truth. An empty window of
         # a session the ledger knows means Redis lost it: rebuild, and count it.
-        async with self.sessions() as s:
+        async with self.reads() as s:
             if not await ledger.session_known(s, user_id, session_id):
                 return
             rows = await ledger.recent_messages(s, user_id, session_id, n)
@@ -375,14 +379,14 @@ class Recall:
                 metrics.WINDOW_REBUILDS.inc()
 
     async def _window_from_ledger(self, user_id: str, session_id: str) -> list[WindowMessage]:
-        async with self.sessions() as s:
+        async with self.reads() as s:
             rows = await ledger.recent_messages(
                 s, user_id, session_id, self.settings.recent_window_read
             )
         return [_window_message(r) for r in rows]
 
     async def _facts(self, g: _Gathered, user_id: str) -> None:
-        async with self.sessions() as s:
+        async with self.reads() as s:
             g.facts, g.superseded = await fact_store.current_and_superseded(s, user_id)
 
     def pool(self, total: int, reserved: int) -> int:
@@ -421,7 +425,7 @@ class Recall:
         g.vector = dict(zip(g.vector, results, strict=True))
 
     async def _lexical(self, g: _Gathered, user_id: str, rewrite: Rewrite, k: int) -> None:
-        async with self.sessions() as s:
+        async with self.reads() as s:
             g.lexical = await lexical.search(s, user_id, rewrite, limit=k)
 
     async def _rows(
@@ -432,7 +436,7 @@ class Recall:
         added. ``heads`` must be among ``msg_ids``."""
         if not msg_ids:
             return {}, {}
-        async with self.sessions() as s:
+        async with self.reads() as s:
             stmt = _ROWS[s.get_bind().dialect.name == "postgresql"]
             result = await s.execute(
                 stmt, {"user_id": user_id, "ids": list(msg_ids), "heads": list(heads)}
