@@ -54,6 +54,11 @@ class Embedder(Protocol):
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
 
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        """Vectors of search queries, in the space of :meth:`embed`; an embedder may
+        trade a little precision for speed here, where a caller waits for each one."""
+        ...
+
 
 def l2_normalise(vector: Sequence[float]) -> list[float]:
     norm = math.sqrt(sum(x * x for x in vector))
@@ -77,7 +82,7 @@ _TORCH_WAY_OUT = (
 # Loading the model takes seconds and ~100 MB, so every Memory object of a process
 # shares one instance per model folder (and, for ONNX, per cache folder).
 _models: dict[Path, Any] = {}
-_onnx_models: dict[tuple[Path, Path], _OnnxMiniLM] = {}
+_onnx_models: dict[tuple[Path, Path, bool], _OnnxMiniLM] = {}
 _models_lock = threading.Lock()
 
 
@@ -141,6 +146,14 @@ _EXPORT_PROBES = (
     "The user plans a long trip through Portugal and keeps adding details to it. " * 30,
 )
 _EXPORT_MIN_COSINE = 0.9999
+# Queries go through a copy of the export with int8 weights (dynamic quantisation, per
+# output channel). One query is a few tokens, so a pass is bound by reading the weights,
+# which int8 makes a quarter of the size: ~8 instead of ~14 ms of CPU per query here.
+# Stored vectors stay float32; the copy is published only if it stays this close to
+# them on the probes. Per-channel int8 measured 0.987-0.995 on sentences and 0.957 on
+# "ok" (activations of a two-token text quantise worst); LoCoMo dev evidence recall
+# was 0.751 with int8 queries against 0.746 with float32 ones.
+_QUERY_MIN_COSINE = 0.94
 
 
 def _read_json(path: Path) -> Any:
@@ -387,7 +400,40 @@ def _export_onnx(model_dir: Path, path: Path, tokenizer: Tokenizer) -> None:
             tmp.unlink(missing_ok=True)
 
 
-def _open_onnx_minilm(model_dir: Path, cache_dir: Path) -> _OnnxMiniLM:
+def onnx_query_path(export: Path) -> Path:
+    """Cache file of the int8 copy of ``export`` that embeds queries."""
+    return export.with_name(f"{export.stem}-int8.onnx")
+
+
+def _quantize_onnx(export: Path, path: Path, tokenizer: Tokenizer) -> None:
+    """Write the int8 copy of ``export`` to ``path`` once it passes the probes,
+    atomically, as :func:`_export_onnx` publishes the export."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    _remove_stale_exports(path)
+    fd, name = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
+    published = False
+    try:
+        quantize_dynamic(str(export), str(tmp), weight_type=QuantType.QInt8, per_channel=True)
+        probes = list(_EXPORT_PROBES)
+        expected = _OnnxMiniLM(_onnx_session(export), tokenizer).encode(probes, len(probes))
+        got = _OnnxMiniLM(_onnx_session(tmp), tokenizer).encode(probes, len(probes))
+        worst = float((expected * got).sum(axis=1).min())
+        if not worst >= _QUERY_MIN_COSINE:  # `not >=` so that NaN fails too
+            raise ModelUnavailable(f"the int8 copy is too far from float32 (cosine {worst:.4f})")
+        with tmp.open("rb+") as f:
+            os.fsync(f.fileno())
+        tmp.chmod(0o644)
+        os.replace(tmp, path)
+        published = True
+    finally:
+        if not published:
+            tmp.unlink(missing_ok=True)
+
+
+def _open_onnx_minilm(model_dir: Path, cache_dir: Path, int8: bool) -> _OnnxMiniLM:
     max_length = _minilm_max_seq_length(model_dir)
     tokenizer = _minilm_tokenizer(model_dir, max_length)
     try:
@@ -395,6 +441,21 @@ def _open_onnx_minilm(model_dir: Path, cache_dir: Path) -> _OnnxMiniLM:
     except ImportError as exc:
         raise ModelUnavailable(f"onnxruntime is not installed; {_TORCH_WAY_OUT}") from exc
     path = onnx_export_path(model_dir, cache_dir)
+    if int8:
+        query_path = onnx_query_path(path)
+        if query_path.exists():
+            try:
+                return _OnnxMiniLM(_onnx_session(query_path), tokenizer)
+            except ModelUnavailable as exc:
+                log.warning("%s; quantising it again", exc)
+        # The float32 export first (from its cache, or exported now), then its copy.
+        _open_onnx_minilm(model_dir, cache_dir, int8=False)
+        try:
+            _quantize_onnx(path, query_path, tokenizer)
+            return _OnnxMiniLM(_onnx_session(query_path), tokenizer)
+        except Exception as exc:
+            # Slower queries, never failed ones: the float32 export answers them too.
+            log.warning("queries use the float32 model: quantising it failed (%s)", exc)
     if path.exists():
         try:
             return _OnnxMiniLM(_onnx_session(path), tokenizer)
@@ -406,12 +467,13 @@ def _open_onnx_minilm(model_dir: Path, cache_dir: Path) -> _OnnxMiniLM:
     return _OnnxMiniLM(_onnx_session(path), tokenizer)
 
 
-def _load_onnx_minilm(model_dir: Path, cache_dir: Path) -> _OnnxMiniLM:
+def _load_onnx_minilm(model_dir: Path, cache_dir: Path, int8: bool = False) -> _OnnxMiniLM:
     with _models_lock:
-        model = _onnx_models.get((model_dir, cache_dir))
+        key = (model_dir, cache_dir, int8)
+        model = _onnx_models.get(key)
         if model is None:
-            model = _open_onnx_minilm(model_dir, cache_dir)
-            _onnx_models[(model_dir, cache_dir)] = model
+            model = _open_onnx_minilm(model_dir, cache_dir, int8)
+            _onnx_models[key] = model
         return model
 
 
@@ -432,17 +494,23 @@ class MiniLMEmbedder:
         *,
         runtime: MiniLMRuntime = "onnx",
         cache_dir: Path | None = None,
+        query_int8: bool = True,
     ) -> None:
         if runtime not in ("onnx", "torch"):
             raise ConfigError(f"unknown MiniLM runtime {runtime!r}: onnx or torch")
         self.runtime = runtime
+        self.query_int8 = query_int8
         self._model_dir = model_dir
         self._cache_dir = cache_dir
 
-    def _encode(self, texts: list[str]) -> list[list[float]]:
+    def _encode(self, texts: list[str], query: bool = False) -> list[list[float]]:
         model_dir = self._model_dir or minilm_model_dir()
         if self.runtime == "onnx":
-            onnx_model = _load_onnx_minilm(model_dir, self._cache_dir or default_model_cache())
+            onnx_model = _load_onnx_minilm(
+                model_dir,
+                self._cache_dir or default_model_cache(),
+                int8=query and self.query_int8,
+            )
             vectors: list[list[float]] = onnx_model.encode(texts, self.batch_size).tolist()
             return vectors
         model = _load_sentence_transformer(model_dir)
@@ -461,6 +529,13 @@ class MiniLMEmbedder:
         # Both runtimes release the GIL while they compute, but it is still milliseconds
         # to tens of milliseconds of CPU (seconds on first use): keep it off the event loop.
         return await asyncio.to_thread(self._encode, list(texts))
+
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        """On ONNX Runtime with ``query_int8``, through the int8 copy of the model
+        (cosine 0.99 to :meth:`embed`'s vectors for a sentence); else as :meth:`embed`."""
+        if not texts:
+            return []
+        return await asyncio.to_thread(self._encode, list(texts), True)
 
 
 # --- OpenAI-compatible /v1/embeddings ------------------------------------------------------
@@ -550,6 +625,9 @@ class OpenAIEmbedder:
         self._dim = dims.pop()
         return vectors
 
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self.embed(texts)
+
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.close()
@@ -616,6 +694,9 @@ class HashingEmbedder:
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         return [self.embed_one(t) for t in texts]
 
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self.embed(texts)
+
 
 # --- choice ------------------------------------------------------------------------------
 
@@ -623,7 +704,9 @@ class HashingEmbedder:
 def build_embedder(settings: Settings) -> Embedder:
     """The embedder named by ``settings.embedder``; nothing is loaded or contacted yet."""
     if settings.embedder == "minilm":
-        return MiniLMEmbedder(runtime=settings.minilm_runtime)
+        return MiniLMEmbedder(
+            runtime=settings.minilm_runtime, query_int8=settings.minilm_query_int8
+        )
     if settings.embedder == "openai":
         if not settings.embed_url:
             raise ConfigError("embedder=openai needs embed_url (MEMSTACK_EMBED_URL)")

@@ -414,7 +414,7 @@ async def calibrate(
     distances: list[float] = []
     top_k = mem.settings.vector_top_k
     for uid, text, own in asks:
-        [vector] = await mem.embedder.embed([text])
+        [vector] = await mem.embedder.embed_queries([text])
         for hit in await store.search(vector, scope={"user_id": uid}, top_k=top_k + 1):
             ids = str(hit.metadata.get("msg_ids") or hit.metadata.get("msg_id") or "").split(",")
             if own is not None and own in ids:

@@ -393,7 +393,7 @@ class KnowledgeBase:
         k = self.settings.kb_top_k if top_k is None else top_k
         if not isinstance(k, int) or k <= 0:
             raise ValidationError(f"top_k must be a positive integer, got {k!r}")
-        [vector] = await self.embedder.embed([query])
+        [vector] = await self.embedder.embed_queries([query])
         hits = await self.store.search(vector, scope=self.scope, top_k=k)
         return [
             KBHit(

@@ -401,7 +401,7 @@ class Recall:
         async def embed() -> list[list[float]]:
             start = time.perf_counter()
             try:
-                return await embedder.embed([queries[n] for n in names])
+                return await embedder.embed_queries([queries[n] for n in names])
             finally:
                 g.timings["embed"] = (time.perf_counter() - start) * 1000
 

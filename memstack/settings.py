@@ -79,6 +79,12 @@ class Settings(BaseSettings):
         "and the same vectors (exported from the packaged model on first use, cached in "
         "~/.cache/memstack); torch: sentence-transformers.",
     )
+    minilm_query_int8: bool = Field(
+        default=True,
+        description="minilm on onnx: embed queries with an int8 copy of the model (made "
+        "and checked once, cached beside the export): ~40% less CPU per query, cosine "
+        "0.99 to the float32 vectors it searches. Stored vectors are always float32.",
+    )
     embed_url: str | None = Field(
         default=None, description="Base URL of an OpenAI-compatible embeddings endpoint."
     )

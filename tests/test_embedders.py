@@ -421,3 +421,97 @@ def test_onnx_refuses_a_model_it_would_embed_differently(tmp_path: Path) -> None
     with pytest.raises(ModelUnavailable, match="MEMSTACK_MINILM_RUNTIME=torch"):
         emb._encode(["x"])
     assert not (tmp_path / "cache").exists()
+
+
+# --- int8 queries ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def query_cache(minilm: MiniLMEmbedder, onnx_cache: Path, tmp_path: Path) -> Path:
+    """A cache folder holding only the float32 export (copied: exporting takes seconds)."""
+    minilm._encode(["export me"])
+    export = onnx_export_path(minilm_model_dir(), onnx_cache)
+    (tmp_path / export.name).write_bytes(export.read_bytes())
+    return tmp_path
+
+
+def _sizes(folder: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_size for p in folder.iterdir()}
+
+
+QUERIES = [
+    "What is my budget for buying a notebook computer?",
+    "我预算多少？",
+    "When did Melanie paint a sunrise?",
+]
+
+
+@pytest.mark.slow
+async def test_queries_go_through_an_int8_copy_close_to_the_stored_vectors(
+    query_cache: Path,
+) -> None:
+    emb = MiniLMEmbedder(cache_dir=query_cache)
+    queries = await emb.embed_queries(QUERIES)
+    stored = await emb.embed(QUERIES)
+    # Another model (not identical), yet close to the vectors it is compared with.
+    assert all(0.98 < _cos(q, d) < 0.9999 for q, d in zip(queries, stored, strict=True))
+    assert all(_norm(q) == pytest.approx(1.0, abs=1e-5) for q in queries)
+    anchor, unrelated = await emb.embed(
+        [
+            "How much money can I spend on the new laptop?",
+            "The cat slept on the warm windowsill all afternoon.",
+        ]
+    )
+    assert _cos(queries[0], anchor) > _cos(queries[0], unrelated) + 0.2
+    export = onnx_export_path(minilm_model_dir(), query_cache)
+    int8 = embedders.onnx_query_path(export)
+    sizes = _sizes(query_cache)
+    assert set(sizes) == {export.name, int8.name}
+    assert sizes[int8.name] < 0.4 * sizes[export.name]
+
+
+@pytest.mark.slow
+async def test_int8_queries_can_be_turned_off(query_cache: Path) -> None:
+    emb = build_embedder(load_settings(minilm_query_int8=False))
+    assert isinstance(emb, MiniLMEmbedder) and emb.query_int8 is False
+    emb = MiniLMEmbedder(cache_dir=query_cache, query_int8=False)
+    queries = await emb.embed_queries(QUERIES)
+    stored = await emb.embed(QUERIES)
+    assert all(_cos(q, d) > 0.99999 for q, d in zip(queries, stored, strict=True))
+    assert not embedders.onnx_query_path(onnx_export_path(minilm_model_dir(), query_cache)).exists()
+
+
+@pytest.mark.slow
+def test_a_damaged_int8_copy_is_made_again(
+    query_cache: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (good,) = MiniLMEmbedder(cache_dir=query_cache)._encode(QUERIES[:1], query=True)
+    int8 = embedders.onnx_query_path(onnx_export_path(minilm_model_dir(), query_cache))
+    size = int8.stat().st_size
+    int8.write_bytes(int8.read_bytes()[: size // 2])
+    embedders._onnx_models.clear()  # a new process
+    with caplog.at_level(logging.WARNING, logger="memstack.embedders"):
+        (again,) = MiniLMEmbedder(cache_dir=query_cache)._encode(QUERIES[:1], query=True)
+    assert "quantising it again" in caplog.text
+    assert _cos(again, good) > 0.99999
+    assert int8.stat().st_size == size
+
+
+@pytest.mark.slow
+def test_queries_fall_back_to_float32_when_quantising_fails(
+    query_cache: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("no quantisation here")
+
+    monkeypatch.setattr("onnxruntime.quantization.quantize_dynamic", broken)
+    emb = MiniLMEmbedder(cache_dir=query_cache)
+    with caplog.at_level(logging.WARNING, logger="memstack.embedders"):
+        (query,) = emb._encode(QUERIES[:1], query=True)
+    assert "quantising it failed (no quantisation here)" in caplog.text
+    (stored,) = emb._encode(QUERIES[:1])
+    assert _cos(query, stored) > 0.99999
+    # Nothing half-written is left behind.
+    assert [p.name for p in query_cache.iterdir()] == [
+        onnx_export_path(minilm_model_dir(), query_cache).name
+    ]

@@ -481,6 +481,16 @@ async def test_chroma_brute_force_and_hnsw_agree(make_chroma: MakeChroma) -> Non
                 got_pair = await store.search_many(pair, scope={"user_id": user}, top_k=10)
                 for got, expected in zip(got_pair, expected_pair, strict=True):
                     same_hits(got, expected)
+                # Ids only (context()'s search): the same ids and scores on each path.
+                bare = await store.search_many(
+                    pair, scope={"user_id": user}, top_k=10, fields="ids"
+                )
+                for got, expected in zip(bare, expected_pair, strict=True):
+                    assert [h.id for h in got] == [h.id for h in expected]
+                    assert [h.score for h in got] == pytest.approx(
+                        [h.score for h in expected], abs=1e-5
+                    )
+                    assert all(not h.metadata and not h.text for h in got)
     # bob went to HNSW on the threshold store, and is remembered as too large for a get.
     assert large_scopes(threshold) == {(("user_id", "bob"),): 100}
     assert large_scopes(brute) == {}
@@ -502,6 +512,10 @@ async def test_chroma_brute_force_never_returns_another_users_vectors(
             hits = await store.search(target.vector, scope={"user_id": user}, top_k=100)
             assert len(hits) == 20
             assert all(h.id.startswith(user) and h.metadata["user_id"] == user for h in hits)
+            bare = await store.search_many(
+                [target.vector], scope={"user_id": user}, top_k=100, fields="ids"
+            )
+            assert [h.id for h in bare[0]] == [h.id for h in hits]
             if target.metadata["user_id"] == user:
                 assert hits[0].id == target.id
                 assert hits[0].score == pytest.approx(1.0, abs=1e-5)
