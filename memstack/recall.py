@@ -66,7 +66,7 @@ from memstack.chunking import UNIT_LOOKBACK
 from memstack.embedders import Embedder
 from memstack.errors import ConfigError, InvalidContent, SessionOwnershipError, ValidationError
 from memstack.facts import StoredFact
-from memstack.ids import validate_id
+from memstack.ids import msg_id_of_chunk, validate_id
 from memstack.lexical import LexicalHit, Rewrite, rewrite_query
 from memstack.manifest import (
     BELOW_THRESHOLD,
@@ -580,20 +580,17 @@ class Recall:
 
         # Semantic candidates: the ledger rows of every hit, which also say what each
         # vector hit covers (its exchange unit).
-        heads = [_chunk_head(h.id) for hits in g.vector.values() for h in hits if not h.metadata]
-        dialogue_heads = [
-            _chunk_head(h.id)
-            for hits in g.vector.values()
-            for h in hits
-            if not h.metadata and h.id.rpartition("#")[2].isdigit()
-        ]
+        bare = [h.id for hits in g.vector.values() for h in hits if not h.metadata]
+        heads = [msg_id_of_chunk(i) for i in bare]
         wanted = list(dict.fromkeys([*heads, *(lex.msg_id for lex in g.lexical)]))
         rows: dict[str, _Row] = {}
         units: dict[str, tuple[str, ...]] | None = {}
         if wanted:
             try:
                 rows, units = await asyncio.wait_for(
-                    self._rows(user_id, wanted, list(dict.fromkeys(dialogue_heads))),
+                    self._rows(
+                        user_id, wanted, list(dict.fromkeys(filter(None, map(_unit_head, bare))))
+                    ),
                     s.store_timeout_s,
                 )
             except Exception as exc:  # the ledger is down: fall back to chunk texts
@@ -929,9 +926,11 @@ def _window_message(m: ledger.LedgerMessage) -> WindowMessage:
     )
 
 
-def _chunk_head(vector_id: str) -> str:
-    """The message a chunk is stored under (``msg_id#chunk_idx`` or ``msg_id#fact-key``)."""
-    return vector_id.rpartition("#")[0] or vector_id
+def _unit_head(vector_id: str) -> str | None:
+    """The head message of a dialogue chunk's exchange unit (``msg_id#chunk_idx``); None
+    for other chunks (an inferred fact's ``msg_id#fact-key`` covers its message only)."""
+    head, _, idx = vector_id.rpartition("#")
+    return head if head and idx.isdigit() else None
 
 
 def _hit_msg_ids(
@@ -945,12 +944,12 @@ def _hit_msg_ids(
     msg = hit.metadata.get("msg_id")
     if msg:
         return (str(msg),)
-    head = _chunk_head(hit.id)
+    head = msg_id_of_chunk(hit.id)
     if hit.metadata or units is None:
         return (head,)
     if head not in rows:
         return None
-    return units.get(head, (head,))
+    return units.get(head, (head,)) if _unit_head(hit.id) else (head,)
 
 
 def _with_preview(item: ManifestItem, rows: Mapping[str, _Row]) -> ManifestItem:

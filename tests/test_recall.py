@@ -27,7 +27,7 @@ from memstack.memory import AsyncMemory
 from memstack.models import FactRow
 from memstack.packing import pack_history, pack_window
 from memstack.ranking import Candidate, dense_rewrite, fuse, recency
-from memstack.recall import HIT_FLUSH_S, Recall
+from memstack.recall import HIT_FLUSH_S, Recall, _hit_msg_ids, _Row
 from memstack.settings import Settings
 from memstack.snippets import char_bigrams, jaccard, stale_key
 from memstack.tokens import count_tokens
@@ -789,3 +789,16 @@ def test_history_packing_pays_an_age_header_once(tmp_path: Path) -> None:
     assert len(chosen) == 2
     chosen, _ = pack_history("## H", same, 1000, keep=2)
     assert len(chosen) == 2
+
+
+def test_an_ids_only_hit_covers_what_its_id_and_the_ledger_say() -> None:
+    rows = {m: _Row(m, "user", "text", 0.0, None, None) for m in ("s:1", "s:2")}
+    units = {"s:1": ("s:1", "s:2")}
+    bare = [VectorHit(id=i, text="", score=0.5) for i in ("s:1#0", "s:1#fact-budget", "x:9#0")]
+    # A dialogue chunk covers its unit, an inferred fact its message, a chunk without a
+    # ledger row of this user (a summary, a deleted message) nothing.
+    assert [_hit_msg_ids(h, rows, units) for h in bare] == [("s:1", "s:2"), ("s:1",), None]
+    # The ledger is down (no units): the head only. Metadata, when present, wins.
+    assert _hit_msg_ids(bare[0], {}, None) == ("s:1",)
+    full = VectorHit(id="s:1#0", text="t", score=0.5, metadata={"msg_ids": "s:1,s:3"})
+    assert _hit_msg_ids(full, rows, units) == ("s:1", "s:3")

@@ -8,9 +8,9 @@ from typing import Literal, Protocol
 
 MetaValue = str | int | float | bool
 
-# What a search returns of each hit: "all" (text and metadata), "metadata" (text left
-# empty) or "ids" (id and score; text and metadata left empty).
-HitFields = Literal["all", "metadata", "ids"]
+# What a search returns of each hit: "all" (text and metadata) or "ids" (id and score;
+# text and metadata left empty).
+HitFields = Literal["all", "ids"]
 
 
 @dataclass(frozen=True)
@@ -61,11 +61,10 @@ class VectorStore(Protocol):
         fields: HitFields = "all",
     ) -> list[list[VectorHit]]:
         """One result list per vector, each what :meth:`search` returns for it, from one
-        filtered read where the store allows. ``fields`` lets the store leave out what
-        the caller reads elsewhere: ``"metadata"`` leaves ``VectorHit.text`` empty,
-        ``"ids"`` the metadata too (Chroma reads documents and metadata row by row;
-        either costs about as much as the rest of the query). The scope holds whatever
-        ``fields`` says: every hit matched it when the store read it."""
+        filtered read where the store allows. ``fields="ids"`` lets the store leave out
+        text and metadata, for a caller that reads them elsewhere (Chroma reads them row
+        by row, which costs as much as the rest of the query). The scope holds either
+        way: every hit matched it when the store read it."""
         ...
 
     async def delete(

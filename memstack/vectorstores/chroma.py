@@ -282,8 +282,7 @@ class _Shard:
         # One read for the union of every query's top rows: the queries of one call
         # mostly agree, and each row read costs the same whichever query wanted it.
         wanted = list(dict.fromkeys(ids[i] for order in orders for i in order))
-        include = ["documents", "metadatas"] if fields == "all" else ["metadatas"]
-        rows = self.collection.get(ids=wanted, include=include)
+        rows = self.collection.get(ids=wanted, include=["documents", "metadatas"])
         n = len(rows["ids"])
         docs = rows.get("documents") or [None] * n
         metas = rows.get("metadatas") or [None] * n
@@ -308,11 +307,7 @@ class _Shard:
     def hnsw(
         self, queries: list[list[float]], flt: dict[str, Any], top_k: int, fields: HitFields
     ) -> list[list[VectorHit]]:
-        include = {
-            "all": ["metadatas", "distances", "documents"],
-            "metadata": ["metadatas", "distances"],
-            "ids": ["distances"],
-        }[fields]
+        include = ["metadatas", "distances", "documents"] if fields == "all" else ["distances"]
         try:
             # All queries in one call: Chroma evaluates the filter once for them.
             result: dict[str, Any] = self.collection.query(

@@ -328,8 +328,7 @@ class QdrantStore:
                 query=check_vector(v, self.dim),
                 filter=query_filter,
                 limit=top_k,
-                # The text sits in the payload next to the metadata: nothing to save by
-                # leaving out the text alone, so "metadata" reads the whole payload.
+                # The original id sits in the payload: the one field "ids" reads.
                 with_payload=[ID_KEY] if fields == "ids" else True,
             )
             for v in vectors
