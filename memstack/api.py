@@ -30,6 +30,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.exceptions import HTTPException
 
 from memstack import metrics
+from memstack.embedders import prepare_queries
 from memstack.errors import (
     MemstackError,
     NotFound,
@@ -373,6 +374,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.memory = await AsyncMemory.open(settings)
         app.state.drain_lock = asyncio.Lock()
+        # The first context() call then needs no model load.
+        await prepare_queries(app.state.memory.embedder)
         try:
             yield
         finally:

@@ -84,6 +84,8 @@ _TORCH_WAY_OUT = (
 _models: dict[Path, Any] = {}
 _onnx_models: dict[tuple[Path, Path, bool], _OnnxMiniLM] = {}
 _models_lock = threading.Lock()
+# (model folder, cache folder) whose int8 query copy a background thread is making.
+_query_copies_started: set[tuple[Path, Path]] = set()
 
 
 def minilm_model_dir() -> Path:
@@ -415,6 +417,10 @@ def _quantize_onnx(export: Path, path: Path, tokenizer: Tokenizer) -> None:
     os.close(fd)
     tmp = Path(name)
     published = False
+    # The quantiser advises pre-processing (shape inference for static quantisation) on
+    # the root logger; dynamic quantisation has no use for it.
+    quiet = _DropRecords("Please consider to run pre-processing")
+    logging.getLogger().addFilter(quiet)
     try:
         quantize_dynamic(str(export), str(tmp), weight_type=QuantType.QInt8, per_channel=True)
         probes = list(_EXPORT_PROBES)
@@ -429,8 +435,18 @@ def _quantize_onnx(export: Path, path: Path, tokenizer: Tokenizer) -> None:
         os.replace(tmp, path)
         published = True
     finally:
+        logging.getLogger().removeFilter(quiet)
         if not published:
             tmp.unlink(missing_ok=True)
+
+
+class _DropRecords(logging.Filter):
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.prefix)
 
 
 def _open_onnx_minilm(model_dir: Path, cache_dir: Path, int8: bool) -> _OnnxMiniLM:
@@ -477,6 +493,35 @@ def _load_onnx_minilm(model_dir: Path, cache_dir: Path, int8: bool = False) -> _
         return model
 
 
+def _ready_query_model(model_dir: Path, cache_dir: Path) -> _OnnxMiniLM | None:
+    """The int8 query model if it is loaded or cached on disk; else None, and a
+    background thread makes it (once per process): quantising takes seconds, more than
+    a caller waiting for its query should pay, so queries use float32 until then."""
+    with _models_lock:
+        model = _onnx_models.get((model_dir, cache_dir, True))
+        if model is not None:
+            return model
+    if onnx_query_path(onnx_export_path(model_dir, cache_dir)).exists():
+        return _load_onnx_minilm(model_dir, cache_dir, int8=True)
+    with _models_lock:
+        if (model_dir, cache_dir) in _query_copies_started:
+            return None
+        _query_copies_started.add((model_dir, cache_dir))
+
+    def make() -> None:
+        try:
+            # Not under _models_lock, which float32 queries need meanwhile.
+            made = _open_onnx_minilm(model_dir, cache_dir, int8=True)
+        except Exception as exc:
+            log.warning("queries use the float32 model: %s", exc)
+            return
+        with _models_lock:
+            _onnx_models.setdefault((model_dir, cache_dir, True), made)
+
+    threading.Thread(target=make, name="memstack-int8-copy", daemon=True).start()
+    return None
+
+
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 on CPU, without network, through ONNX Runtime or torch.
 
@@ -503,14 +548,20 @@ class MiniLMEmbedder:
         self._model_dir = model_dir
         self._cache_dir = cache_dir
 
+    def prepare_queries(self) -> None:
+        """Load (making it if need be) the int8 query model now rather than in the
+        background after the first query; a no-op unless it is in use."""
+        if self.runtime == "onnx" and self.query_int8:
+            model_dir = self._model_dir or minilm_model_dir()
+            _load_onnx_minilm(model_dir, self._cache_dir or default_model_cache(), int8=True)
+
     def _encode(self, texts: list[str], query: bool = False) -> list[list[float]]:
         model_dir = self._model_dir or minilm_model_dir()
         if self.runtime == "onnx":
-            onnx_model = _load_onnx_minilm(
-                model_dir,
-                self._cache_dir or default_model_cache(),
-                int8=query and self.query_int8,
-            )
+            cache_dir = self._cache_dir or default_model_cache()
+            onnx_model = (
+                query and self.query_int8 and _ready_query_model(model_dir, cache_dir)
+            ) or _load_onnx_minilm(model_dir, cache_dir)
             vectors: list[list[float]] = onnx_model.encode(texts, self.batch_size).tolist()
             return vectors
         model = _load_sentence_transformer(model_dir)
@@ -532,7 +583,8 @@ class MiniLMEmbedder:
 
     async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
         """On ONNX Runtime with ``query_int8``, through the int8 copy of the model
-        (cosine 0.99 to :meth:`embed`'s vectors for a sentence); else as :meth:`embed`."""
+        (cosine 0.99 to :meth:`embed`'s vectors for a sentence) once it is ready (see
+        :func:`_ready_query_model`); else as :meth:`embed`."""
         if not texts:
             return []
         return await asyncio.to_thread(self._encode, list(texts), True)
@@ -719,6 +771,13 @@ def build_embedder(settings: Settings) -> Embedder:
     if settings.embedder == "hashing":
         return HashingEmbedder(settings.embed_dim)
     raise ConfigError(f"unknown embedder {settings.embedder!r}")
+
+
+async def prepare_queries(embedder: Embedder) -> None:
+    """Have the embedder's query model ready now (MiniLM's int8 copy, made if need be),
+    for a process that serves queries from its start or must embed all of them alike."""
+    if isinstance(embedder, MiniLMEmbedder):
+        await asyncio.to_thread(embedder.prepare_queries)
 
 
 async def resolve_dim(embedder: Embedder) -> int:

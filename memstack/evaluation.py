@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
+from memstack.embedders import prepare_queries
 from memstack.errors import ValidationError
 from memstack.ids import scoped_msg_id
 from memstack.memory import AsyncMemory
@@ -317,6 +318,8 @@ async def run(
     run_id = "ev" + uuid.uuid4().hex[:8]
     convs = list(LOADERS[dataset](data, run_id))[:limit]
     report = Report(dataset, semantic_budget)
+    # Every question through the same query model (not float32 until the int8 copy is up).
+    await prepare_queries(mem.embedder)
     total_q = sum(len(c.questions) for c in convs)
     done_q = 0
     try:
