@@ -417,9 +417,9 @@ def _quantize_onnx(export: Path, path: Path, tokenizer: Tokenizer) -> None:
     os.close(fd)
     tmp = Path(name)
     published = False
-    # The quantiser advises pre-processing (shape inference for static quantisation) on
-    # the root logger; dynamic quantisation has no use for it.
-    quiet = _DropRecords("Please consider to run pre-processing")
+    # The quantiser logs its progress, and advice meant for static quantisation, on the
+    # root logger: noise in an application's log.
+    quiet = _DropRecords(str(Path(quantize_dynamic.__code__.co_filename).parent))
     logging.getLogger().addFilter(quiet)
     try:
         quantize_dynamic(str(export), str(tmp), weight_type=QuantType.QInt8, per_channel=True)
@@ -441,12 +441,14 @@ def _quantize_onnx(export: Path, path: Path, tokenizer: Tokenizer) -> None:
 
 
 class _DropRecords(logging.Filter):
-    def __init__(self, prefix: str) -> None:
+    """Drops the records logged from the modules of one folder."""
+
+    def __init__(self, folder: str) -> None:
         super().__init__()
-        self.prefix = prefix
+        self.folder = folder
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(self.prefix)
+        return not record.pathname.startswith(self.folder)
 
 
 def _open_onnx_minilm(model_dir: Path, cache_dir: Path, int8: bool) -> _OnnxMiniLM:
