@@ -344,6 +344,24 @@ def _remove_stale_exports(path: Path) -> None:
                 stale.unlink()
 
 
+def _temp_beside(path: Path) -> Path:
+    """A new temporary file in ``path``'s folder, to be published with :func:`_publish`."""
+    _remove_stale_exports(path)
+    fd, name = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    return Path(name)
+
+
+def _publish(tmp: Path, path: Path) -> None:
+    """Rename a complete ``tmp`` to ``path``: a process that starts meanwhile sees either
+    no file or a complete one."""
+    # On disk before the rename: after a crash the name never points at a hole.
+    with tmp.open("rb+") as f:
+        os.fsync(f.fileno())
+    tmp.chmod(0o644)  # mkstemp makes it private; it is a public model
+    os.replace(tmp, path)
+
+
 def _export_onnx(model_dir: Path, path: Path, tokenizer: Tokenizer) -> None:
     """Export the model's transformer to ``path``, check it, then publish it atomically.
 
@@ -358,10 +376,7 @@ def _export_onnx(model_dir: Path, path: Path, tokenizer: Tokenizer) -> None:
         import torch
 
         path.parent.mkdir(parents=True, exist_ok=True)
-        _remove_stale_exports(path)
-        fd, name = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)
-        tmp = Path(name)
+        tmp = _temp_beside(path)
         reference = _new_sentence_transformer(model_dir)
         # Two texts of different lengths, so the traced graph has padding in it; the
         # dynamic axes then let it take any batch size and length.
@@ -386,11 +401,7 @@ def _export_onnx(model_dir: Path, path: Path, tokenizer: Tokenizer) -> None:
                 dynamo=False,
             )
         _check_export(tmp, tokenizer, reference)
-        # On disk before the rename: after a crash the name never points at a hole.
-        with tmp.open("rb+") as f:
-            os.fsync(f.fileno())
-        tmp.chmod(0o644)  # mkstemp makes it private; it is a public model
-        os.replace(tmp, path)
+        _publish(tmp, path)
         tmp = None
     except Exception as exc:
         detail = str(exc) if isinstance(exc, MemstackError) else f"{type(exc).__name__}: {exc}"
@@ -407,15 +418,12 @@ def onnx_query_path(export: Path) -> Path:
     return export.with_name(f"{export.stem}-int8.onnx")
 
 
-def _quantize_onnx(export: Path, path: Path, tokenizer: Tokenizer) -> None:
-    """Write the int8 copy of ``export`` to ``path`` once it passes the probes,
-    atomically, as :func:`_export_onnx` publishes the export."""
+def _quantize_onnx(export: Path, full: _OnnxMiniLM, path: Path, tokenizer: Tokenizer) -> None:
+    """Write the int8 copy of ``export`` (loaded as ``full``) to ``path`` once it passes
+    the probes, atomically, as :func:`_export_onnx` publishes the export."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    _remove_stale_exports(path)
-    fd, name = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp = Path(name)
+    tmp = _temp_beside(path)
     published = False
     # The quantiser logs its progress, and advice meant for static quantisation, on the
     # root logger: noise in an application's log.
@@ -424,15 +432,12 @@ def _quantize_onnx(export: Path, path: Path, tokenizer: Tokenizer) -> None:
     try:
         quantize_dynamic(str(export), str(tmp), weight_type=QuantType.QInt8, per_channel=True)
         probes = list(_EXPORT_PROBES)
-        expected = _OnnxMiniLM(_onnx_session(export), tokenizer).encode(probes, len(probes))
+        expected = full.encode(probes, len(probes))
         got = _OnnxMiniLM(_onnx_session(tmp), tokenizer).encode(probes, len(probes))
         worst = float((expected * got).sum(axis=1).min())
         if not worst >= _QUERY_MIN_COSINE:  # `not >=` so that NaN fails too
             raise ModelUnavailable(f"the int8 copy is too far from float32 (cosine {worst:.4f})")
-        with tmp.open("rb+") as f:
-            os.fsync(f.fileno())
-        tmp.chmod(0o644)
-        os.replace(tmp, path)
+        _publish(tmp, path)
         published = True
     finally:
         logging.getLogger().removeFilter(quiet)
@@ -467,13 +472,14 @@ def _open_onnx_minilm(model_dir: Path, cache_dir: Path, int8: bool) -> _OnnxMini
             except ModelUnavailable as exc:
                 log.warning("%s; quantising it again", exc)
         # The float32 export first (from its cache, or exported now), then its copy.
-        _open_onnx_minilm(model_dir, cache_dir, int8=False)
+        full = _open_onnx_minilm(model_dir, cache_dir, int8=False)
         try:
-            _quantize_onnx(path, query_path, tokenizer)
+            _quantize_onnx(path, full, query_path, tokenizer)
             return _OnnxMiniLM(_onnx_session(query_path), tokenizer)
         except Exception as exc:
             # Slower queries, never failed ones: the float32 export answers them too.
             log.warning("queries use the float32 model: quantising it failed (%s)", exc)
+            return full
     if path.exists():
         try:
             return _OnnxMiniLM(_onnx_session(path), tokenizer)
