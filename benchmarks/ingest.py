@@ -2,7 +2,7 @@
 
 Ingests N messages of realistic length (LoCoMo turns, read from shared/eval-data) through
 ``remember`` + one in-process worker (real Redis, PostgreSQL, Chroma embedded, the
-default all-MiniLM-L6-v2 embedder), then embeds the very chunks the pipeline stored,
+default embedder, bge-small-en-v1.5 int8), then embeds the very chunks the pipeline stored,
 in batches of the same size, with no pipeline around them. The work is split into
 rounds that alternate the two, so a change in the shared machine's load hits both
 sides alike; figures are medians over rounds.
@@ -56,7 +56,6 @@ async def run(n: int, rounds: int, redis_url: str, pg_admin: str, data: Path) ->
         database_url=url,
         home=Path(tempfile.mkdtemp()),
         key_prefix=f"bench{uuid.uuid4().hex[:6]}",
-        embedder="minilm",
     )
     db.upgrade(settings)
     mem = await AsyncMemory.open(settings)

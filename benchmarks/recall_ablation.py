@@ -1,11 +1,11 @@
 """Offline ablation of recall scoring on LoCoMo dev: what each step of the read path is worth.
 
 ``memstack eval`` measures the real pipeline; this re-ranks the same conversations in
-memory (MiniLM vectors of exchange units, BM25 over turns with memstack's own terms),
-so a scoring idea costs seconds instead of a full ingest. Each step adds to the one
-before; items are single turns packed best-first into the budget. Messages are named by
-their speaker as ``memstack eval`` names them: chunk texts and rendered lines read
-"Tim: …" and the lexical terms include the name. The pool per channel is what
+memory (the default embedder's vectors of exchange units, BM25 over turns with
+memstack's own terms), so a scoring idea costs seconds instead of a full ingest. Each
+step adds to the one before; items are single turns packed best-first into the budget.
+Messages are named by their speaker as ``memstack eval`` names them: chunk texts and
+rendered lines read "Tim: …" and the lexical terms include the name. The pool per channel is what
 ``context()`` sizes for the budget (budget / 20 tokens).
 
 ``--accounting enforced`` counts what ``context()`` enforces (``count_tokens`` of the
@@ -31,7 +31,7 @@ import numpy as np
 from memstack import evaluation
 from memstack.assembly import EN, age_header, render_turn
 from memstack.chunking import exchange_units, split_semantic
-from memstack.embedders import MiniLMEmbedder
+from memstack.embedders import build_embedder
 from memstack.lexical import bm25, rewrite_query
 from memstack.ranking import OTHER_AUTHOR, dense_rewrite, recency
 from memstack.recall import POOL_TOKENS
@@ -43,7 +43,7 @@ DEFAULTS = Settings()
 
 
 async def prepare(data: Path) -> list[dict[str, Any]]:
-    emb = MiniLMEmbedder()
+    emb = build_embedder(DEFAULTS)
     out = []
     for conv in evaluation.locomo(data, "abl"):
         turns = [(f"{s.session_id}:{m.caller_id}", m.role, m.content, m.ts.timestamp(), m.name)

