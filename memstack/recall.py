@@ -86,6 +86,7 @@ from memstack.manifest import (
 )
 from memstack.models import MessageRow
 from memstack.packing import pack_history, pack_lines, pack_window
+from memstack.periods import Period, named_period
 from memstack.ranking import MIN_CONTENT_TERMS, Candidate, dense_rewrite, fuse
 from memstack.settings import Settings
 from memstack.snippets import char_bigrams, excerpt, jaccard, stale_key
@@ -493,6 +494,10 @@ class Recall:
                 f"budget_tokens={total}"
             )
         now_s = _epoch_s(now)
+        # Dates in the query are read in now's time zone; epoch seconds mean UTC.
+        period = named_period(
+            query, now if isinstance(now, datetime) else datetime.fromtimestamp(now_s, UTC)
+        )
 
         rewrite = rewrite_query(query)
         g = _Gathered()
@@ -526,7 +531,7 @@ class Recall:
         gathered_at = time.perf_counter()
 
         result = await self._build(
-            g, user_id, query, rewrite, labels, system_text, total, reserved, now_s
+            g, user_id, query, rewrite, period, labels, system_text, total, reserved, now_s
         )
         result.timings_ms["gather"] = (gathered_at - started) * 1000
         result.timings_ms["rank_and_pack"] = (time.perf_counter() - gathered_at) * 1000
@@ -552,6 +557,7 @@ class Recall:
         user_id: str,
         query: str,
         rewrite: Rewrite,
+        period: Period | None,
         labels: Labels,
         system_text: str,
         total: int,
@@ -632,6 +638,7 @@ class Recall:
             lengths=lengths,
             time_intent=rewrite.time_intent,
             query=query,
+            period=period,
         )
         current_values = {f.key: f.value for f in g.facts}
         eligible: list[Candidate] = []

@@ -26,6 +26,7 @@ from memstack.lexical import rewrite_query
 from memstack.memory import AsyncMemory
 from memstack.models import FactRow
 from memstack.packing import pack_history, pack_window
+from memstack.periods import named_period
 from memstack.ranking import Candidate, dense_rewrite, fuse, recency
 from memstack.recall import HIT_FLUSH_S, Recall, _hit_msg_ids, _Row
 from memstack.settings import Settings
@@ -720,6 +721,57 @@ def test_a_named_author_s_messages_come_first(tmp_path: Path) -> None:
     assert ranked("what books has tim read") == ["anon", "tim", "jo"]  # any case
     assert ranked("What books have Timothy and Jo read?") == ["jo", "anon", "tim"]  # words only
     assert ranked("What did Tim and Joanna read?") == ["jo", "anon", "tim"]  # both: no change
+
+
+def test_messages_of_a_named_period_come_first(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    december = datetime(2024, 12, 11, 15, tzinfo=UTC).timestamp()
+
+    def ranked(query: str) -> list[str]:
+        cands = {
+            "best": Candidate("best", ranks={"vector": 1}, created_at=NOW.timestamp()),
+            "dec": Candidate("dec", ranks={"vector": 4}, created_at=december),
+            "old": Candidate("old", ranks={"vector": 2}, created_at=december - 30 * 86400),
+        }
+        period = named_period(query, NOW)
+        out = fuse(cands, settings=settings, now_s=NOW.timestamp(), lengths={}, period=period)
+        return [c.msg_id for c in out]
+
+    assert ranked("What did we talk about?") == ["best", "old", "dec"]
+    assert ranked("What did we talk about on 11 December 2024?") == ["dec", "best", "old"]
+    # A day of slack: the evening before in another time zone still counts.
+    assert ranked("What did we talk about on December 12?") == ["dec", "best", "old"]
+    assert ranked("What did we talk about in December 2024?") == ["dec", "best", "old"]
+    assert ranked("What did we talk about in 2023?") == ["best", "old", "dec"]
+
+
+async def test_a_question_naming_a_day_recalls_that_day(mem: AsyncMemory) -> None:
+    """Three talks about the same topic on three days; the question names the middle one.
+    Without the period the newest (and lexically closest) talk ranks first."""
+    user, asked = new_id("u"), new_id("s")
+    days = [NOW - 40 * DAY, NOW - 20 * DAY, NOW - 2 * DAY]
+    texts = [
+        "We went hiking by the lake and my knee hurt a little on the way down.",
+        "Hiking near the river was lovely, we saw herons.",
+        "Hiking by the lake again today, the lake trail was muddy and my knee hurt.",
+    ]
+    ids = []
+    for day, text in zip(days, texts, strict=True):
+        session = new_id("s")
+        ids.append(await mem.remember(user, session, "user", text, ts=day))
+        await mem.remember(user, session, "assistant", "Sounds nice!", ts=day + MINUTE)
+    await mem.drain(summarize=False)
+    middle = days[1].strftime("%d %B %Y")
+    budget = 90  # room for about one history line
+
+    async def first(query: str) -> tuple[str, ...]:
+        result = await mem.context(user, asked, query, now=NOW, locale="en", budget_tokens=budget)
+        kept = result.kept("semantic")
+        assert kept, result.text
+        return kept[0].msg_ids
+
+    assert await first("Where did I go hiking by the lake?") == (ids[2],)
+    assert await first(f"Where did I go hiking by the lake on {middle}?") == (ids[1],)
 
 
 async def test_named_authors_are_shown_and_preferred(mem: AsyncMemory) -> None:
