@@ -33,7 +33,8 @@ from memstack.assembly import EN, age_header, render_turn
 from memstack.chunking import exchange_units, split_semantic
 from memstack.embedders import build_embedder
 from memstack.lexical import bm25, rewrite_query
-from memstack.ranking import OTHER_AUTHOR, dense_rewrite, recency
+from memstack.periods import named_period
+from memstack.ranking import OTHER_AUTHOR, PERIOD_MATCH, PERIOD_SLACK_S, dense_rewrite, recency
 from memstack.recall import POOL_TOKENS
 from memstack.settings import Settings
 from memstack.tokens import lexical_terms, line_tokens
@@ -128,9 +129,11 @@ def step(
     short: bool,
     author: bool = False,
     blend: str | None = None,
+    period: bool = False,
 ) -> Scorer:
     def score(cv: dict[str, Any], qi: int) -> dict[str, float]:
         q = cv["questions"][qi]
+        when = named_period(q.text, q.now) if period else None
         chans = [(dense(cv, cv["q_vec"][qi]), 1.0), (lexical(cv, q.text), wl)]
         if rewrite and cv["has_var"][qi]:
             chans.append((dense(cv, cv["q_var"][qi]), 1.0))
@@ -150,9 +153,14 @@ def step(
             if named:
                 s = {m: v * (1 if turns[cv["index"][m]][4] in named else OTHER_AUTHOR)
                      for m, v in s.items()}  # fmt: skip
+        if when is not None:
+            s = {m: v * (PERIOD_MATCH if when.contains(turns[cv["index"][m]][3], PERIOD_SLACK_S)
+                         else 1.0) for m, v in s.items()}  # fmt: skip
         if blend:
             top = max(s.values(), default=1.0) or 1.0
             w_rel, w_rec = DEFAULTS.weight_relevance, DEFAULTS.weight_recency
+            if when is not None:
+                w_rel, w_rec = 1.0, 0.0
             half_life = DEFAULTS.recency_half_life_days
             for m, v in s.items():
                 rec = recency(q.now.timestamp() - turns[cv["index"][m]][3], half_life)
@@ -215,6 +223,7 @@ def main() -> None:
         ("+ named author x0.3", step(5, 1.5, 0.5, True, True, author=True)),
         ("+ recency added (seed's sum)", step(5, 1.5, 0.5, True, True, True, "add")),
         ("+ recency multiplied (default)", step(5, 1.5, 0.5, True, True, True, "multiply")),
+        ("+ named period x3", step(5, 1.5, 0.5, True, True, True, "multiply", period=True)),
     ]
     results = {}
     for name, scorer in steps:
