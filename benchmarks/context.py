@@ -36,7 +36,6 @@ import numpy as np
 import psycopg
 
 from memstack import db, ledger
-from memstack.embedders import prepare_queries
 from memstack.extraction.base import Fact
 from memstack.facts import write_fact
 from memstack.ids import chunk_id
@@ -158,7 +157,7 @@ async def measure(
     # Warm the model, the pools and every sampled user's shard: a serving process keeps
     # the shards it has read loaded, and the first read of one costs tens to hundreds of
     # ms once (docs/benchmarks.md), which is start-up, not the steady state measured here.
-    await prepare_queries(mem.embedder)
+    await mem.prepare()
     for u in users:
         await mem.context(u, f"{u}-live", question(rng, named), now=NOW, locale="en")
     totals: list[float] = []

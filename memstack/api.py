@@ -30,7 +30,6 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.exceptions import HTTPException
 
 from memstack import metrics
-from memstack.embedders import prepare_queries
 from memstack.errors import (
     MemstackError,
     NotFound,
@@ -375,7 +374,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.memory = await AsyncMemory.open(settings)
         app.state.drain_lock = asyncio.Lock()
         # The first context() call then needs no model load.
-        await prepare_queries(app.state.memory.embedder)
+        await app.state.memory.prepare()
         try:
             yield
         finally:

@@ -25,7 +25,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from memstack.embedders import prepare_queries
 from memstack.errors import ValidationError
 from memstack.ids import scoped_msg_id
 from memstack.memory import AsyncMemory
@@ -319,7 +318,7 @@ async def run(
     convs = list(LOADERS[dataset](data, run_id))[:limit]
     report = Report(dataset, semantic_budget)
     # Every question through the same query model (not float32 until the int8 copy is up).
-    await prepare_queries(mem.embedder)
+    await mem.prepare()
     total_q = sum(len(c.questions) for c in convs)
     done_q = 0
     try:

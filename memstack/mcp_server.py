@@ -23,7 +23,6 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
-from memstack.embedders import prepare_queries
 from memstack.errors import MemstackError
 from memstack.knowledge_base import DEFAULT_NAMESPACE
 from memstack.memory import AsyncMemory
@@ -182,7 +181,7 @@ def create_server(
     async def lifespan(_: MCPServer[Served]) -> AsyncIterator[Served]:
         memory = await AsyncMemory.open(settings)
         try:
-            await prepare_queries(memory.embedder)
+            await memory.prepare()
             yield Served(memory=memory, inline_ingest=drain)
         finally:
             await memory.close()

@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
 from memstack import db, ledger, maintenance
 from memstack import facts as fact_store
-from memstack.embedders import Embedder, build_embedder
+from memstack.embedders import Embedder, build_embedder, prepare_queries
 from memstack.errors import NotFound, SessionOwnershipError, StoreUnavailable
 from memstack.extraction import build_extractor
 from memstack.facts import StoredFact
@@ -435,6 +435,13 @@ class AsyncMemory:
         return await cache.turn(user_id, session_id, message, locale=locale)
 
     # --- read path (memstack.recall) --------------------------------------------------
+    async def prepare(self) -> None:
+        """Load the models ``context()`` runs (the query embedder, the cross-encoder if
+        ``rerank`` is on) now, for a process that serves queries from its start: its
+        first call then pays no load, and every call embeds with the same query model."""
+        await prepare_queries(self.embedder)
+        await self.recall.prepare()
+
     @property
     def recall(self) -> Recall:
         """The read path over this object's stores; built on first use."""

@@ -291,6 +291,10 @@ class Recall:
                 timeout_s=settings.store_timeout_s,
             )
 
+    async def prepare(self) -> None:
+        if self._reranker is not None:
+            await asyncio.to_thread(self._reranker.prepare)
+
     async def settle(self) -> None:
         """Write the bookkeeping of earlier context() calls (fact hits) now."""
         while self._flusher is not None:

@@ -19,7 +19,7 @@ from redis.asyncio import Redis
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
-from memstack import metrics
+from memstack import metrics, reranker
 from memstack.demo import SCRIPT_EN, SCRIPT_ZH
 from memstack.errors import InvalidContent, InvalidId, SessionOwnershipError, ValidationError
 from memstack.lexical import rewrite_query
@@ -917,6 +917,9 @@ async def test_context_with_the_cross_encoder(tmp_path: Path) -> None:
     settings = make_settings(tmp_path, rerank="cross-encoder")
     mem = await AsyncMemory.open(settings)
     try:
+        reranker._models.clear()
+        await mem.prepare()  # as the API and MCP servers do at start
+        assert len(reranker._models) == 1
         user, session = new_id("u"), new_id("s")
         for i, (_, text) in enumerate(_RERANKED):
             await mem.remember(user, new_id("s"), "user", text, ts=NOW - (10 - i) * DAY)
