@@ -245,6 +245,13 @@ def test_importing_embedders_loads_no_model_library() -> None:
 
 # --- bge-small-en-v1.5 ----------------------------------------------------------------------
 
+# An anchor, its paraphrase and an unrelated sentence.
+PARAPHRASES = [
+    "How much money can I spend on the new laptop?",
+    "What is my budget for buying a notebook computer?",
+    "The cat slept on the warm windowsill all afternoon.",
+]
+
 
 @pytest.fixture(scope="module")
 def bge() -> BgeSmallEmbedder:
@@ -253,13 +260,7 @@ def bge() -> BgeSmallEmbedder:
 
 @pytest.mark.slow
 async def test_bge_vectors_are_384_normalised_and_rank_paraphrases(bge: BgeSmallEmbedder) -> None:
-    anchor, paraphrase, unrelated = await bge.embed(
-        [
-            "How much money can I spend on the new laptop?",
-            "What is my budget for buying a notebook computer?",
-            "The cat slept on the warm windowsill all afternoon.",
-        ]
-    )
+    anchor, paraphrase, unrelated = await bge.embed(PARAPHRASES)
     vectors = (anchor, paraphrase, unrelated)
     assert all(len(v) == 384 and _norm(v) == pytest.approx(1.0, abs=1e-5) for v in vectors)
     assert _cos(anchor, paraphrase) > _cos(anchor, unrelated) + 0.15
@@ -347,13 +348,7 @@ async def test_minilm_vectors_are_384_normalised_and_distinct(any_minilm: MiniLM
 
 @pytest.mark.slow
 async def test_minilm_paraphrase_is_closer_than_unrelated(any_minilm: MiniLMEmbedder) -> None:
-    anchor, paraphrase, unrelated = await any_minilm.embed(
-        [
-            "How much money can I spend on the new laptop?",
-            "What is my budget for buying a notebook computer?",
-            "The cat slept on the warm windowsill all afternoon.",
-        ]
-    )
+    anchor, paraphrase, unrelated = await any_minilm.embed(PARAPHRASES)
     assert _cos(anchor, paraphrase) > _cos(anchor, unrelated) + 0.2
 
 
