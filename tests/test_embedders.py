@@ -225,6 +225,18 @@ def test_build_embedder_follows_settings(tmp_path: Any) -> None:
     assert isinstance(remote, OpenAIEmbedder) and remote.model_version == "openai:e5"
 
 
+def test_bge_small_brings_its_own_score_cut_offs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its cosines run higher than MiniLM's: the knowledge cache's defaults follow."""
+    minilm = load_settings(embedder="minilm")
+    assert (minilm.kc_threshold, minilm.kb_min_score) == (0.70, 0.5)
+    bge = load_settings(embedder="bge-small")
+    assert (bge.kc_threshold, bge.kb_min_score) == (0.78, 0.67)
+    monkeypatch.setenv("MEMSTACK_EMBEDDER", "bge-small")
+    monkeypatch.setenv("MEMSTACK_KB_MIN_SCORE", "0.6")
+    chosen = load_settings()
+    assert (chosen.kc_threshold, chosen.kb_min_score) == (0.78, 0.6)  # a set value wins
+
+
 def test_minilm_runtime_is_onnx_or_torch() -> None:
     with pytest.raises(ConfigError, match="MEMSTACK_MINILM_RUNTIME"):
         load_settings(minilm_runtime="tensorflow")
