@@ -144,6 +144,10 @@ class Memory:
             )
         )
 
+    def prepare(self) -> None:
+        """See :meth:`AsyncMemory.prepare`."""
+        self._run(self.aio.prepare())
+
     def drain(self, *, now: Timestamp | None = None, summarize: bool = True) -> WorkerReport:
         return self._run(self.aio.drain(now=now, summarize=summarize))
 

@@ -681,6 +681,7 @@ def test_sync_memory_context(embedded_settings: Settings) -> None:
     from memstack.sync import Memory
 
     with Memory(embedded_settings) as mem:
+        mem.prepare()  # nothing to load with the hashing embedder; it must still answer
         user = new_id("u")
         for day, role, text in SCRIPT_EN:
             mem.remember(user, "sync-s1", role, text, ts=NOW - (4 - day) * DAY)
