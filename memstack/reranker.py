@@ -5,8 +5,8 @@ each of the best candidates together and scores how well the one answers the oth
 what two separate embeddings cannot see. Its rank is fused with the candidate's own
 (reciprocal rank, ``RERANK_K``), so it reorders the top without overruling every other
 signal (named authors, periods, recency). On LoCoMo dev, re-ranking the top 60 recalled
-+0.023 evidence offline; it costs ~0.5 s of CPU per call on two cores, which is why it
-is off by default (docs/benchmarks.md).
++0.023 evidence offline; it costs ~0.7 s per call on two cores, which is why it is off
+by default (docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -163,7 +163,7 @@ class Settings(BaseSettings):
         default="off",
         description="cross-encoder: re-rank the best recall candidates with "
         "ms-marco-MiniLM-L-12-v2 (int8, offline; needs memstack[models]): more LoCoMo "
-        "evidence recalled (docs/benchmarks.md) for ~0.5 s more CPU per context() on two "
+        "evidence recalled (docs/benchmarks.md) for ~0.7 s more per context() on two "
         "cores.",
     )
     rerank_top_n: int = Field(
