@@ -38,6 +38,7 @@ from memstack.ranking import OTHER_AUTHOR, PERIOD_MATCH, PERIOD_SLACK_S, dense_r
 from memstack.recall import POOL_TOKENS
 from memstack.settings import Settings
 from memstack.tokens import lexical_terms, line_tokens
+from memstack.word_neighbours import expand, table
 
 POOL = 50  # set from --budget as context() sizes it
 DEFAULTS = Settings()
@@ -99,8 +100,9 @@ def dense(cv: dict[str, Any], qv: np.ndarray) -> dict[str, float]:
     return out
 
 
-def lexical(cv: dict[str, Any], question: str) -> dict[str, float]:
-    w = rewrite_query(question).weights
+def lexical(cv: dict[str, Any], question: str, neighbours: bool = False) -> dict[str, float]:
+    rewrite = rewrite_query(question)
+    w = expand(rewrite, table()).weights if neighbours else rewrite.weights
     df: Counter[str] = Counter()
     for tf in cv["terms"]:
         df.update(t for t in w if t in tf)
@@ -130,11 +132,12 @@ def step(
     author: bool = False,
     blend: str | None = None,
     period: bool = False,
+    neighbours: bool = False,
 ) -> Scorer:
     def score(cv: dict[str, Any], qi: int) -> dict[str, float]:
         q = cv["questions"][qi]
         when = named_period(q.text, q.now) if period else None
-        chans = [(dense(cv, cv["q_vec"][qi]), 1.0), (lexical(cv, q.text), wl)]
+        chans = [(dense(cv, cv["q_vec"][qi]), 1.0), (lexical(cv, q.text, neighbours), wl)]
         if rewrite and cv["has_var"][qi]:
             chans.append((dense(cv, cv["q_var"][qi]), 1.0))
         s = rrf(chans, k)
@@ -224,6 +227,7 @@ def main() -> None:
         ("+ recency added (seed's sum)", step(5, 1.5, 0.5, True, True, True, "add")),
         ("+ recency multiplied (default)", step(5, 1.5, 0.5, True, True, True, "multiply")),
         ("+ named period x3", step(5, 1.5, 0.5, True, True, True, "multiply", period=True)),
+        ("+ word neighbours", step(5, 1.5, 0.5, True, True, True, "multiply", True, True)),
     ]
     results = {}
     for name, scorer in steps:

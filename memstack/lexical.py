@@ -88,6 +88,8 @@ class Rewrite:
     # "date": the question asks when something happened; "latest": the newest state.
     time_intent: Literal["date", "latest"] | None = None
     source: Literal["rules", "llm"] = "rules"
+    # Terms added for the query's words by their neighbours (memstack.word_neighbours).
+    expanded: tuple[str, ...] = ()
 
     @property
     def keywords(self) -> str:

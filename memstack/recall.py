@@ -48,7 +48,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import aliased
 
 from memstack import facts as fact_store
-from memstack import ledger, lexical, metrics
+from memstack import ledger, lexical, metrics, word_neighbours
 from memstack.assembly import (
     Assembled,
     Labels,
@@ -64,7 +64,13 @@ from memstack.assembly import (
 from memstack.budget import Fit, allocate
 from memstack.chunking import UNIT_LOOKBACK
 from memstack.embedders import Embedder
-from memstack.errors import ConfigError, InvalidContent, SessionOwnershipError, ValidationError
+from memstack.errors import (
+    ConfigError,
+    InvalidContent,
+    ModelUnavailable,
+    SessionOwnershipError,
+    ValidationError,
+)
 from memstack.facts import StoredFact
 from memstack.ids import msg_id_of_chunk, validate_id
 from memstack.lexical import LexicalHit, Rewrite, rewrite_query
@@ -523,6 +529,11 @@ class Recall:
         second = dense_rewrite(query, rewrite)
         if second is not None:
             queries["vector_rewrite"] = second
+        if self.settings.word_neighbours:
+            try:
+                rewrite = word_neighbours.expand(rewrite, word_neighbours.table())
+            except ModelUnavailable as exc:
+                g.degraded["word_neighbours"] = str(exc)[:300]
 
         pool = self.pool(total, reserved)
         tasks: list[Awaitable[Any]] = [

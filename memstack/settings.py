@@ -185,6 +185,11 @@ class Settings(BaseSettings):
         default="rules",
         description="Query rewriting of recall; llm also asks llm_url for keywords (one call).",
     )
+    word_neighbours: bool = Field(
+        default=True,
+        description="Lexical recall also searches each English query word's nearest words "
+        "(kids: children), from memstack's shipped table.",
+    )
     distance_threshold: float | None = Field(
         default=None, description="Drop hits with cosine distance above this (memstack calibrate)."
     )
