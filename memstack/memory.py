@@ -436,9 +436,10 @@ class AsyncMemory:
 
     # --- read path (memstack.recall) --------------------------------------------------
     async def prepare(self) -> None:
-        """Load the models ``context()`` runs (the query embedder, the cross-encoder if
-        ``rerank`` is on) now, for a process that serves queries from its start: its
-        first call then pays no load, and every call embeds with the same query model."""
+        """Load the models ``context()`` runs (the query embedder, the word-neighbour
+        table, the cross-encoder if ``rerank`` is on) now, for a process that serves
+        queries from its start: its first call then pays no load, and every call embeds
+        with the same query model."""
         await prepare_queries(self.embedder)
         await self.recall.prepare()
 

@@ -298,6 +298,8 @@ class Recall:
             )
 
     async def prepare(self) -> None:
+        if self.settings.word_neighbours:
+            await asyncio.to_thread(word_neighbours.table)
         if self._reranker is not None:
             await asyncio.to_thread(self._reranker.prepare)
 
