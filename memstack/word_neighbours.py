@@ -6,7 +6,7 @@ question therefore also searches for its nearest words in all-MiniLM-L6-v2's spa
 the same weight, where their cosine is at least :data:`MIN_SCORE`.
 
 The table ships with memstack (``data/word_neighbours.json``): built once from the
-whole words of MiniLM's vocabulary by ``python -m memstack.word_neighbours``, so a query
+whole words of MiniLM's vocabulary by ``scripts/build_word_neighbours.py``, so a query
 pays a dictionary lookup, every process and every embedder expands alike, and no user's
 text is in it. Chinese words are not expanded: MiniLM was trained on English.
 
@@ -34,6 +34,17 @@ MIN_SCORE = 0.7
 TOP = 9
 TABLE = "word_neighbours.json"
 _WORD = re.compile(r"[a-z]{3,}")
+# Words naming a day, a month, a time of day or a count sit next to their siblings
+# ("sunday": monday, saturday): a question about Sunday must not search Monday. They are
+# neither expanded nor added.
+CALENDAR_AND_COUNTS = frozenset(
+    """monday tuesday wednesday thursday friday saturday sunday weekday weekdays weekend
+    weekends january february march april may june july august september october november
+    december spring summer autumn fall winter today tomorrow yesterday tonight morning
+    afternoon evening night noon midnight zero one two three four five six seven eight
+    nine ten eleven twelve twenty thirty forty fifty hundred thousand million billion
+    first second third fourth fifth last next""".split()
+)
 
 
 @lru_cache(maxsize=1)
@@ -69,9 +80,8 @@ def expand(rewrite: Rewrite, neighbours: Mapping[str, Sequence[str]]) -> Rewrite
 def vocabulary(vocab_txt: Path) -> list[str]:
     """The whole English words of a BERT vocabulary that a query could search for."""
     words = (line.strip() for line in vocab_txt.read_text("utf-8").splitlines())
-    return sorted(
-        {w for w in words if _WORD.fullmatch(w) and w not in STOPWORDS and w not in QUERY_STOPWORDS}
-    )
+    skip = STOPWORDS | QUERY_STOPWORDS | CALENDAR_AND_COUNTS
+    return sorted({w for w in words if _WORD.fullmatch(w) and w not in skip})
 
 
 def neighbour_table(words: Sequence[str], vectors: Any) -> dict[str, list[str]]:
@@ -95,28 +105,3 @@ def neighbour_table(words: Sequence[str], vectors: Any) -> dict[str, list[str]]:
             if near:
                 out[word] = near
     return out
-
-
-def main() -> None:
-    """Rebuild ``memstack/data/word_neighbours.json`` from the installed MiniLM."""
-    import asyncio
-
-    from memstack.embedders import MINILM_VERSION, MiniLMEmbedder, minilm_model_dir
-
-    words = vocabulary(minilm_model_dir() / "vocab.txt")
-    vectors = asyncio.run(MiniLMEmbedder().embed(words))
-    neighbours = neighbour_table(words, vectors)
-    body = {
-        "model": MINILM_VERSION,
-        "min_score": MIN_SCORE,
-        "top": TOP,
-        "words": len(words),
-        "neighbours": neighbours,
-    }
-    path = Path(__file__).parent / "data" / TABLE
-    path.write_text(json.dumps(body, ensure_ascii=False, sort_keys=True) + "\n", "utf-8")
-    print(f"{path}: {len(neighbours)} of {len(words)} words have neighbours")
-
-
-if __name__ == "__main__":
-    main()

@@ -12,7 +12,7 @@ from memstack.lexical import rewrite_query
 from memstack.memory import AsyncMemory
 from memstack.settings import Settings
 from memstack.tokens import lexical_terms
-from memstack.word_neighbours import expand, neighbour_table, table
+from memstack.word_neighbours import CALENDAR_AND_COUNTS, expand, neighbour_table, table
 from tests.conftest import new_id
 
 NOW = datetime(2025, 6, 1, 12, tzinfo=UTC)
@@ -27,6 +27,10 @@ def test_the_shipped_table_holds_near_words_and_never_a_word_itself() -> None:
         assert 0 < len(near) <= word_neighbours.TOP
         own = set(lexical_terms(word))
         assert not any(own & set(lexical_terms(n)) for n in near), word
+        # "sunday" would bring monday: calendar words and counts are never expanded.
+        assert word not in CALENDAR_AND_COUNTS
+        assert not CALENDAR_AND_COUNTS & set(near), word
+    assert "weekend" in CALENDAR_AND_COUNTS and "weekend" not in t
 
 
 def test_expand_adds_each_words_neighbours_at_its_weight() -> None:
