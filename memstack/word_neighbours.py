@@ -10,8 +10,9 @@ whole words of MiniLM's vocabulary by ``scripts/build_word_neighbours.py``, so a
 pays a dictionary lookup, every process and every embedder expands alike, and no user's
 text is in it. Chinese words are not expanded: MiniLM was trained on English.
 
-Measured on LoCoMo dev (docs/benchmarks.md): evidence recall at 1000 tokens 0.767 →
-0.784 offline, with the threshold at 0.7; 0.65 let in too many loose associates (0.772).
+Measured on LoCoMo dev (docs/benchmarks.md): evidence recall at 1000 tokens 0.756 →
+0.769 in ``context()``; offline, 0.65 let in too many loose associates (+0.005 where 0.7
+gave +0.018).
 """
 
 from __future__ import annotations
