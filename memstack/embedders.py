@@ -554,7 +554,9 @@ def _ready_query_model(model_dir: Path, cache_dir: Path) -> _OnnxEncoder | None:
         with _models_lock:
             _onnx_models.setdefault((model_dir, cache_dir, True), made)
 
-    threading.Thread(target=make, name="memstack-int8-copy", daemon=True).start()
+    # Not a daemon: one killed at interpreter exit inside ONNX Runtime's C++ aborts the
+    # whole process (exit 134). Exit waits for the copy instead (~4 s, once per machine).
+    threading.Thread(target=make, name="memstack-int8-copy").start()
     return None
 
 

@@ -541,6 +541,34 @@ async def test_queries_go_through_an_int8_copy_close_to_the_stored_vectors(
 
 
 @pytest.mark.slow
+def test_a_process_that_exits_while_the_int8_copy_is_made_exits_cleanly(
+    query_cache: Path, tmp_path: Path
+) -> None:
+    # A short-lived process (the demo, a CLI call) asks one query and exits while the
+    # background thread is still inside ONNX Runtime: it used to abort (exit 134).
+    cache = tmp_path / "xdg" / "memstack"
+    cache.mkdir(parents=True)
+    export = onnx_export_path(minilm_model_dir(), query_cache)
+    shutil.copy(export, cache / export.name)
+    script = (
+        "import asyncio\n"
+        "from memstack.embedders import MiniLMEmbedder\n"
+        "asyncio.run(MiniLMEmbedder().embed_queries(['How much can I spend?']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**os.environ, "XDG_CACHE_HOME": str(cache.parent)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "terminate called" not in done.stderr
+    # The exit waited for the copy, so the next process starts with it.
+    assert embedders.onnx_query_path(cache / export.name).exists()
+
+
+@pytest.mark.slow
 async def test_int8_queries_can_be_turned_off(query_cache: Path) -> None:
     emb = build_embedder(load_settings(embedder="minilm", minilm_query_int8=False))
     assert isinstance(emb, MiniLMEmbedder) and emb.query_int8 is False
