@@ -52,9 +52,14 @@ async def _database(settings: Settings) -> Check:
                 version = "SQLite " + str(await conn.scalar(text("SELECT sqlite_version()")))
         current = await db.current_revision(engine)
         head = db.head_revision()
-        schema = (
-            "schema at head" if current == head else f"schema {current} (run `memstack db upgrade`)"
-        )
+        if current == head:
+            schema = "schema at head"
+        else:
+            # With auto-migration (the embedded default) the first Memory() upgrades it.
+            todo = (
+                "migrated on first use" if settings.should_migrate else "run `memstack db upgrade`"
+            )
+            schema = f"schema {current or 'not created'} ({todo})"
         return Check("database", mode, True, f"{version}; {schema}")
     except Exception as exc:
         return Check("database", mode, False, str(exc).splitlines()[0])

@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 from alembic import command
 
-from memstack import db
+from memstack import db, doctor
 from memstack.errors import SchemaMismatch
 from memstack.memory import AsyncMemory
 from memstack.settings import Settings
@@ -153,3 +153,13 @@ async def test_0004_orders_messages_within_a_session_by_time_then_id(
             assert conn.execute(sa.text("SELECT count(*) FROM memory_message")).scalar() == 1
     finally:
         engine.dispose()
+
+
+async def test_doctor_says_how_a_missing_schema_is_made(
+    tmp_path: Path, fresh_pg_settings: Settings
+) -> None:
+    # Embedded, the first Memory() migrates; a server is never migrated implicitly.
+    embedded = await doctor.run_checks(make_settings(tmp_path / "new"))
+    assert embedded[1].detail.endswith("schema not created (migrated on first use)")
+    server = await doctor.run_checks(fresh_pg_settings)
+    assert server[1].detail.endswith("schema not created (run `memstack db upgrade`)")
