@@ -151,33 +151,47 @@ def as_chat_message(m: MessageTuple) -> ChatMessage:
     return m if isinstance(m, ChatMessage) else ChatMessage(*m)
 
 
-# How far back a reply looks for the user turn it answers when ingest builds its unit,
-# and so how many messages after a user turn can share that turn's unit.
+# How many messages after a user turn can share that turn's exchange unit (the
+# replies, tool results and follow-ups that answer it). The read path assumes the same
+# when it gathers a unit's replies from the ledger.
 UNIT_LOOKBACK = 4
 
 
-def exchange_units(messages: Iterable[MessageTuple]) -> list[Unit]:
+def exchange_units(
+    messages: Iterable[MessageTuple], *, lookback: int = UNIT_LOOKBACK
+) -> list[Unit]:
     """Group a session's ordered ``(msg_id, role, content[, name])`` into exchanges.
 
-    A unit starts at a user message that follows a non-user one: consecutive user
-    messages are one question, and everything until the next question (the assistant
-    reply, tool results, a follow-up from the assistant) answers it. Messages before
-    the first user turn form a unit of their own. Text is ``"role: content"`` lines,
-    ``"name: content"`` for a named message: the embedding of "Tim: I moved to Lisbon"
-    then carries who said it. Grouping still follows the role.
+    Every user message starts a unit, which also holds the next messages up to the next
+    user message, at most ``lookback`` of them: the reply, tool results, a follow-up
+    from the assistant. A message no user turn claims (before the first one, or past
+    ``lookback``) is a unit of its own. The grouping depends only on the order of the
+    messages, so the ledger's order gives the same units whatever order they arrived
+    in. Text is ``"role: content"`` lines, ``"name: content"`` for a named message:
+    the embedding of "Tim: I moved to Lisbon" then carries who said it.
     """
     units: list[Unit] = []
     ids: list[str] = []
     lines: list[str] = []
-    previous_role: str | None = None
-    for msg_id, role, content, name in map(as_chat_message, messages):
-        if role == "user" and previous_role not in (None, "user") and ids:
+    replies = -1  # messages after the unit's user turn; -1: the unit has no user turn
+
+    def close() -> None:
+        if ids:
             units.append(Unit(tuple(ids), "\n".join(lines)))
-            ids, lines = [], []
+            ids.clear()
+            lines.clear()
+
+    for msg_id, role, content, name in map(as_chat_message, messages):
+        if role == "user":
+            close()
+            replies = 0
+        elif 0 <= replies < lookback:
+            replies += 1
+        else:
+            close()
+            replies = -1
         ids.append(msg_id)
         if content.strip():
             lines.append(f"{name or role}: {content.strip()}")
-        previous_role = role
-    if ids:
-        units.append(Unit(tuple(ids), "\n".join(lines)))
+    close()
     return units

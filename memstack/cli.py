@@ -12,16 +12,20 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from memstack import db
+from memstack import db, redis_layout
 from memstack.errors import MemstackError
+from memstack.keys import LAYOUT_VERSION, Keys
 from memstack.settings import Settings, load_settings
+from memstack.stores import create_redis
 
 if TYPE_CHECKING:
     from memstack.knowledge_base import AddResult
     from memstack.memory import AsyncMemory
 
 app = typer.Typer(help="memstack: layered memory for long-running AI agents.", no_args_is_help=True)
-db_app = typer.Typer(help="Database schema (Alembic).", no_args_is_help=True)
+db_app = typer.Typer(
+    help="Database schema (Alembic) and the Redis key layout.", no_args_is_help=True
+)
 app.add_typer(db_app, name="db")
 console = Console()
 
@@ -47,21 +51,34 @@ def describe_mode(settings: Settings) -> str:
 
 @db_app.command("upgrade")
 def db_upgrade(revision: Annotated[str, typer.Argument()] = "head") -> None:
-    """Bring the database schema to REVISION (default: head)."""
+    """Bring the database schema to REVISION (default: head), and a Redis server's keys
+    to the current layout."""
     settings = _settings()
     try:
         db.upgrade(settings, revision)
+        moved = asyncio.run(_upgrade_redis(settings)) if settings.redis_url else None
     except MemstackError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1) from exc
     console.print(
         f"database at revision [bold]{db.head_revision() if revision == 'head' else revision}"
     )
+    if moved is not None:
+        console.print(f"Redis keys at layout [bold]{LAYOUT_VERSION}[/bold] ({moved} moved)")
+
+
+async def _upgrade_redis(settings: Settings) -> int:
+    redis = create_redis(settings)
+    try:
+        return await redis_layout.upgrade(redis, Keys(settings.key_prefix))
+    finally:
+        await redis.aclose()
 
 
 @app.command()
 def doctor() -> None:
-    """Reach each configured store, print its version and mode; exit 1 if one is down."""
+    """Reach each configured store, print its version and mode; exit 1 if one is down or
+    set up to lose data (a Redis that keeps nothing on disk)."""
     from memstack.doctor import run_checks
 
     settings = _settings()
@@ -72,7 +89,8 @@ def doctor() -> None:
     ok = True
     for r in results:
         ok &= r.ok
-        table.add_row(r.store, r.mode, "[green]ok[/green]" if r.ok else "[red]down[/red]", r.detail)
+        color = "green" if r.ok else "red"
+        table.add_row(r.store, r.mode, f"[{color}]{r.label}[/{color}]", r.detail)
     console.print(table)
     if not ok:
         raise typer.Exit(1)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
 from sqlalchemy import text
 
 from memstack import db
@@ -17,6 +19,47 @@ class Check:
     mode: str
     ok: bool
     detail: str
+    # What the status column says: "ok", "down", or "unsafe" (reachable, but set up to
+    # lose data).
+    status: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.status or ("ok" if self.ok else "down")
+
+
+# What to do about a Redis that keeps nothing on disk (docs/reliability.md).
+PERSISTENCE_FIX = (
+    "turn on the append-only file: `CONFIG SET appendonly yes`, `CONFIG SET appendfsync "
+    "everysec` and `CONFIG REWRITE` (or the same in redis.conf); see the README, Production"
+)
+
+
+async def _persistence(redis: Redis) -> tuple[bool, str]:
+    """Whether Redis keeps accepted messages through a restart, and how."""
+    try:
+        config = await redis.config_get("appendonly")
+        config.update(await redis.config_get("appendfsync"))
+        config.update(await redis.config_get("save"))
+        aof = _text(config.get("appendonly", "")) == "yes"
+        fsync = _text(config.get("appendfsync", ""))
+        save = _text(config.get("save", "")).strip()
+    except RedisError:
+        # CONFIG may be renamed away (managed services); INFO still tells about the AOF.
+        info = await redis.info("persistence")
+        aof, fsync, save = bool(info.get("aof_enabled")), "?", "unknown"
+    if aof:
+        window = {"always": "none", "everysec": "about 1 s"}.get(fsync, "up to the OS")
+        return True, f"AOF appendfsync {fsync} (a kill -9 loses {window} of accepted messages)"
+    if save:
+        return True, (
+            f"RDB snapshots only (save {save}): a crash loses what came after the last one; "
+            "prefer the AOF"
+        )
+    return False, (
+        "keeps nothing on disk (appendonly no, no save): a restart loses every message "
+        f"still queued for ingest; {PERSISTENCE_FIX}"
+    )
 
 
 async def _redis(settings: Settings) -> Check:
@@ -27,18 +70,31 @@ async def _redis(settings: Settings) -> Check:
             import fakeredis
 
             await redis.ping()
-            return Check("redis", mode, True, f"fakeredis {fakeredis.__version__}, lost at exit")
+            journal = settings.home / "journal.db"
+            return Check(
+                "redis",
+                mode,
+                True,
+                f"fakeredis {fakeredis.__version__} in the process; accepted messages are "
+                f"journaled in {journal} until ingested",
+            )
         info = await redis_info(redis)
+        safe, persistence = await _persistence(redis)
         return Check(
             "redis",
             mode,
-            True,
-            f"version {info.get('redis_version', '?')} {settings.redis_url or ''}",
+            safe,
+            f"version {info.get('redis_version', '?')} {settings.redis_url}; {persistence}",
+            "" if safe else "unsafe",
         )
     except Exception as exc:
         return Check("redis", mode, False, str(exc))
     finally:
         await redis.aclose()
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 async def _database(settings: Settings) -> Check:

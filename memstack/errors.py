@@ -15,6 +15,11 @@ class ConfigError(MemstackError):
     """A setting is missing, malformed or inconsistent; raised at start."""
 
 
+class HomeInUse(ConfigError):
+    """Another process holds the embedded home (``MEMSTACK_HOME``); the message names it
+    and the ways out."""
+
+
 class ValidationError(MemstackError, ValueError):
     """Input from the caller was rejected before anything was written."""
 
@@ -28,7 +33,7 @@ class InvalidContent(ValidationError):
 
 
 class SessionOwnershipError(ValidationError):
-    """The session id is already in use by another user; nothing was written."""
+    """The record asked for belongs to another user; nothing was read or written."""
 
 
 class StoreError(MemstackError):

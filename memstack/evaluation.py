@@ -152,7 +152,7 @@ def locomo(path: Path, run_id: str) -> Iterator[Conversation]:
                 role = "user" if turn["speaker"] == speaker_a else "assistant"
                 ts = start + timedelta(seconds=TURN_SPACING_S * i)
                 msgs.append(Message(turn["dia_id"], role, content, ts, turn["speaker"]))
-                stored[turn["dia_id"]] = scoped_msg_id(sid, turn["dia_id"])
+                stored[turn["dia_id"]] = scoped_msg_id(user_id, sid, turn["dia_id"])
                 last = ts
             sessions.append(Session(sid, tuple(msgs)))
         assert last is not None
@@ -219,7 +219,7 @@ def longmemeval(path: Path, run_id: str) -> Iterator[Conversation]:
                     )
                 )
                 if turn.get("has_answer"):
-                    evidence.append(scoped_msg_id(sid, caller))
+                    evidence.append(scoped_msg_id(user_id, sid, caller))
             sessions.append(Session(sid, tuple(msgs)))
         question = Question(
             item["question"],

@@ -20,6 +20,7 @@ from sqlalchemy import CompoundSelect, Table, bindparam, delete, select, text, u
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from memstack import erasure
 from memstack.extraction.base import Fact
 from memstack.extraction.vocabulary import same_value
 from memstack.ledger import dialect_insert
@@ -70,11 +71,22 @@ class Outcome(StrEnum):
     UNCHANGED = "unchanged"  # same value as the current one: nothing written
     DUPLICATE = "duplicate"  # this message's fact was already stored (redelivery)
     HISTORICAL = "historical"  # an older message arrived late: stored as history only
+    FORGOTTEN = "forgotten"  # the user was forgotten after the message was accepted
 
 
 async def _write_once(
-    s: AsyncSession, *, user_id: str, session_id: str, msg_id: str, fact: Fact, at: datetime
+    s: AsyncSession,
+    *,
+    user_id: str,
+    session_id: str,
+    msg_id: str,
+    fact: Fact,
+    at: datetime,
+    accepted_at: datetime | None,
 ) -> Outcome:
+    marks = await erasure.hold_users(s, [user_id])
+    if erasure.forgotten(marks[user_id], accepted_at):
+        return Outcome.FORGOTTEN
     if await s.scalar(
         select(FactRow.id).where(FactRow.msg_id == msg_id, FactRow.fact_key == fact.key)
     ):
@@ -140,14 +152,23 @@ async def write_fact(
     msg_id: str,
     fact: Fact,
     at: datetime,
+    accepted_at: datetime | None,
     attempts: int = 5,
 ) -> Outcome:
-    """Store one fact, superseding a different current value, in one transaction."""
+    """Store one fact, superseding a different current value, in one transaction.
+    ``accepted_at`` is when its message was accepted: nothing is stored if the user was
+    forgotten since."""
     for attempt in range(attempts):
         try:
             async with sessions.begin() as s:
                 return await _write_once(
-                    s, user_id=user_id, session_id=session_id, msg_id=msg_id, fact=fact, at=at
+                    s,
+                    user_id=user_id,
+                    session_id=session_id,
+                    msg_id=msg_id,
+                    fact=fact,
+                    at=at,
+                    accepted_at=accepted_at,
                 )
         except IntegrityError:
             # Another worker inserted the current row (or this very fact) first; the

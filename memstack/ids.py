@@ -1,8 +1,9 @@
 """Identifier validation, message ids and the one text-hash function.
 
-Ids end up inside Redis key names, Redis Cluster hash tags (``{sid}``), vector ids
-(``msg_id#chunk_idx``) and SQL rows, so only a conservative character set is allowed:
-braces would break the hash tag, ``#`` the chunk id, whitespace and ``*?[]`` key scans.
+Ids end up inside Redis key names, Redis Cluster hash tags (``{user/session}``), vector
+ids (``msg_id#chunk_idx``) and SQL rows, so only a conservative character set is
+allowed: braces would break the hash tag, ``/`` the user/session pair, ``#`` the chunk
+id, whitespace and ``*?[]`` key scans.
 """
 
 from __future__ import annotations
@@ -32,14 +33,16 @@ def validate_id(kind: str, value: object) -> str:
     return value
 
 
-def scoped_msg_id(session_id: str, caller_msg_id: str) -> str:
-    """The stored id of a caller-supplied message id.
+def scoped_msg_id(user_id: str, session_id: str, caller_msg_id: str) -> str:
+    """The stored id of a caller-supplied message id: ``<user>/<session>:<msg_id>``.
 
     Callers' ids are idempotency keys and need only be unique within their session
-    ("1", "D1:3"); prefixing the session keeps two sessions' ids apart in the ledger,
-    the fact table and the vector store.
+    ("1", "D1:3"); a session is unique only within its user (``alice``'s and ``bob``'s
+    ``s1`` are two sessions), so both prefixes keep ids apart in the ledger, the fact
+    table and the vector store. Ids stored before sessions were scoped by user read
+    ``<session>:<msg_id>`` and stay valid.
     """
-    return f"{session_id}:{validate_id('msg_id', caller_msg_id)}"
+    return f"{user_id}/{session_id}:{validate_id('msg_id', caller_msg_id)}"
 
 
 def chunk_id(msg_id: str, chunk_idx: int) -> str:

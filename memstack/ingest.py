@@ -1,15 +1,18 @@
 """The asynchronous half of the write path (seed 002 §3): one batch of ingest jobs.
 
-For each batch: the ledger (``ON CONFLICT DO NOTHING``), exchange-unit chunks embedded
-in one call and upserted under ``msg_id#chunk_idx``, facts extracted and written with
-supersede, ``inferred`` facts to the vector layer only. Every step is idempotent, so a
-redelivered job changes nothing; a job is acknowledged by the worker only after all of
-them succeed.
+For each batch, in order: the ledger (``ON CONFLICT DO NOTHING``); facts, extracted and
+written with supersede; then the vectors: the exchange units the new messages make or
+change, derived from the ledger (:mod:`memstack.units`) and embedded in one call, with
+``inferred`` facts, and the chunks those units left stale deleted. Every step is
+idempotent, so a redelivered job changes nothing; a job is acknowledged by the worker
+only after all of them succeed. Every step runs under the erasure guard
+(:mod:`memstack.erasure`): nothing accepted before a ``forget_user`` is written after it.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -17,35 +20,22 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from memstack import erasure, ledger, units
 from memstack import facts as fact_store
-from memstack import ledger
-from memstack.chunking import UNIT_LOOKBACK, ChatMessage, exchange_units, split_semantic
+from memstack.chunking import split_semantic
 from memstack.db import guarded
 from memstack.embedders import Embedder
-from memstack.errors import SessionOwnershipError, ValidationError
+from memstack.errors import ValidationError
 from memstack.extraction.base import Extractor, Fact
 from memstack.ids import chunk_id, validate_id
 from memstack.ledger import LedgerMessage
-from memstack.queue import Job
+from memstack.queue import Job, accepted_at
 from memstack.settings import Settings
 from memstack.summary import classify_topic, topic_code
-from memstack.vectorstores.base import VectorRecord, VectorStore
+from memstack.vectorstores.base import MetaValue, VectorRecord, VectorStore
 from memstack.working_memory import ROLES, validate_name
 
 log = logging.getLogger("memstack.ingest")
-
-
-def _unit_members(context: Sequence[LedgerMessage], m: LedgerMessage) -> list[LedgerMessage]:
-    """``m`` alone if it is a user turn; else the user turn it answers and what follows."""
-    if m.role == "user":
-        return [m]
-    pos = next((i for i, x in enumerate(context) if x.msg_id == m.msg_id), None)
-    if pos is None:
-        return [m]
-    for back in range(pos - 1, max(pos - 1 - UNIT_LOOKBACK, -1), -1):
-        if context[back].role == "user":
-            return list(context[back : pos + 1])
-    return [m]
 
 
 def message_from_job(job: Job) -> LedgerMessage:
@@ -73,7 +63,12 @@ def message_from_job(job: Job) -> LedgerMessage:
         content,
         datetime.fromtimestamp(ts_ms / 1000, tz=UTC),
         name,
+        accepted_at(job),
     )
+
+
+def _count(value: MetaValue | None, *, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
 @dataclass
@@ -83,6 +78,8 @@ class BatchReport:
     chunks: int = 0
     facts: dict[str, int] = field(default_factory=dict)
     sessions: set[tuple[str, str]] = field(default_factory=set)
+    # Messages of a user forgotten after they were accepted: written nowhere.
+    forgotten: int = 0
 
 
 @dataclass
@@ -99,83 +96,118 @@ class Ingestor:
 
     async def _process(self, messages: Sequence[LedgerMessage]) -> BatchReport:
         report = BatchReport(messages=len(messages))
-        async with self.sessions.begin() as s:
-            await self._check_owners(s, messages)
-            report.new_ledger_rows = await ledger.insert_messages(s, messages)
-        records = await self.dialogue_records(messages)
-        records += await self._facts(messages, report)
-        report.chunks = await self.store(records)
-        report.sessions = {(m.user_id, m.session_id) for m in messages}
+        kept = await self._ledger(messages, report)
+        inferred = await self._facts(kept, report)
+        report.chunks = await self._vectors(kept, inferred)
+        report.sessions = {(m.user_id, m.session_id) for m in kept}
         return report
 
-    async def _check_owners(self, s: AsyncSession, messages: Sequence[LedgerMessage]) -> None:
-        # Redis binds a session to its user while the state lives; the ledger does so
-        # for good, so a session id reused by another user days later is refused.
-        owners: dict[str, str] = {}
-        for m in messages:
-            if m.session_id not in owners:
-                owners[m.session_id] = await ledger.session_owner(s, m.session_id) or m.user_id
-            if owners[m.session_id] != m.user_id:
-                raise SessionOwnershipError(
-                    f"session {m.session_id!r} belongs to another user; message {m.msg_id} refused"
-                )
+    async def _ledger(
+        self, messages: Sequence[LedgerMessage], report: BatchReport
+    ) -> list[LedgerMessage]:
+        """Insert the messages not erased since they were accepted; returns those."""
+        users = {m.user_id for m in messages}
+        async with self.sessions.begin() as s:
+            await erasure.ensure_users(s, users, datetime.now(UTC))
+            marks = await erasure.hold_users(s, users)
+            kept = [m for m in messages if not erasure.forgotten(marks[m.user_id], m.accepted_at)]
+            report.new_ledger_rows = await ledger.insert_messages(s, kept)
+        report.forgotten = len(messages) - len(kept)
+        return kept
+
+    async def _vectors(
+        self, messages: Sequence[LedgerMessage], inferred: Sequence[VectorRecord]
+    ) -> int:
+        """Store the chunks of every unit ``messages`` make or change, and ``inferred``.
+
+        The units are derived and embedded first without locks, then derived again under
+        the session locks, where only text that changed meanwhile is embedded: the locks
+        are held for a few reads and the writes, not for the model."""
+        if not messages:
+            return 0
+        async with self.sessions() as s:
+            draft = await units.around(s, messages)
+        cache = await self._embed({r.text for r in self._unit_records(draft)})
+        users = {m.user_id for m in messages}
+        async with self.sessions.begin() as s:
+            marks = await erasure.hold_users(s, users)
+            live = [m for m in messages if not erasure.forgotten(marks[m.user_id], m.accepted_at)]
+            await erasure.lock_sessions(s, {(m.user_id, m.session_id) for m in live})
+            derivation = await units.around(s, live)
+            alive = {m.msg_id for m in live}
+            records = self._unit_records(derivation)
+            records += [r for r in inferred if r.metadata["msg_id"] in alive]
+            cache.update(await self._embed({r.text for r in records} - cache.keys()))
+            stale = await self._stale(derivation, records)
+            await self.vectors.upsert([self._with_vector(r, cache) for r in records])
+            for user_id, ids in stale.items():
+                await self.vectors.delete(scope={"user_id": user_id}, ids=ids)
+        return len(records)
+
+    async def _embed(self, texts: set[str]) -> dict[str, Sequence[float]]:
+        ordered = sorted(texts)
+        if not ordered:
+            return {}
+        return dict(zip(ordered, await self.embedder.embed(ordered), strict=True))
+
+    @staticmethod
+    def _with_vector(r: VectorRecord, cache: dict[str, Sequence[float]]) -> VectorRecord:
+        return VectorRecord(r.id, r.text, cache[r.text], r.metadata)
 
     async def store(self, records: Sequence[VectorRecord]) -> int:
         """Embed the records' texts in one call and upsert them; returns how many."""
         if not records:
             return 0
-        vectors = await self.embedder.embed([r.text for r in records])
-        await self.vectors.upsert(
-            [
-                VectorRecord(r.id, r.text, v, r.metadata)
-                for r, v in zip(records, vectors, strict=True)
-            ]
-        )
+        cache = await self._embed({r.text for r in records})
+        await self.vectors.upsert([self._with_vector(r, cache) for r in records])
         return len(records)
 
-    async def dialogue_records(self, messages: Sequence[LedgerMessage]) -> list[VectorRecord]:
-        """Exchange-unit chunks (no vectors yet): a reply joins the user turn it answers,
-        under that turn's id. ``messages`` must already be in the ledger."""
-        out: list[VectorRecord] = []
-        contexts = await self._session_contexts(messages)
-        for m in messages:
-            members = _unit_members(contexts[m.session_id], m)
-            unit = exchange_units(
-                [ChatMessage(x.msg_id, x.role, x.content, x.name) for x in members]
-            )[-1]
-            head = next(x for x in members if x.msg_id == unit.msg_ids[0])
-            pieces = split_semantic(
-                unit.text,
-                split_chars=self.settings.chunk_split_chars,
-                merge_chars=self.settings.chunk_merge_chars,
-            )
-            topic = topic_code(classify_topic(unit.text, [], self.settings.locale)) or ""
-            for idx, text in enumerate(pieces):
-                meta = self._metadata(head, idx, "dialogue", unit.msg_ids)
-                meta["topic"] = topic
-                out.append(VectorRecord(chunk_id(head.msg_id, idx), text, (), meta))
-        # A later message of the same unit in this batch rewrites the same ids: keep the last.
-        return list({r.id: r for r in out}.values())
+    def _unit_records(self, derivation: units.Derivation) -> list[VectorRecord]:
+        return [r for unit in derivation.units.values() for r in self.unit_records(unit)]
 
-    async def _session_contexts(
-        self, messages: Sequence[LedgerMessage]
-    ) -> dict[str, list[LedgerMessage]]:
-        """Per session, the ledger's messages up to the batch's last one, in ledger order:
-        one query per session rather than one per reply."""
-        by_session: dict[str, list[LedgerMessage]] = {}
-        for m in messages:
-            by_session.setdefault(m.session_id, []).append(m)
-        out: dict[str, list[LedgerMessage]] = {}
-        async with self.sessions() as s:
-            for session_id, mine in by_session.items():
-                out[session_id] = await ledger.messages_before(
-                    s,
-                    mine[0].user_id,
-                    session_id,
-                    until=max(m.created_at for m in mine),
-                    limit=len(mine) + UNIT_LOOKBACK + 1,
-                )
+    def unit_records(self, unit: units.Unit) -> list[VectorRecord]:
+        """The chunks of one exchange unit (no vectors yet), under its head's id; each
+        records how many there are, so a unit that shrinks can drop the rest."""
+        pieces = split_semantic(
+            unit.text,
+            split_chars=self.settings.chunk_split_chars,
+            merge_chars=self.settings.chunk_merge_chars,
+        )
+        topic = topic_code(classify_topic(unit.text, [], self.settings.locale)) or ""
+        msg_ids = [m.msg_id for m in unit.members]
+        out = []
+        for idx, text in enumerate(pieces):
+            meta = self._metadata(unit.head, idx, "dialogue", msg_ids)
+            meta["topic"] = topic
+            meta["chunk_count"] = len(pieces)
+            out.append(VectorRecord(chunk_id(unit.head.msg_id, idx), text, (), meta))
         return out
+
+    async def _stale(
+        self, derivation: units.Derivation, records: Sequence[VectorRecord]
+    ) -> dict[str, list[str]]:
+        """Chunk ids to delete, by user: those of messages no longer heads, and those
+        past the new end of a unit that shrank. What each id held before is read from
+        its first chunk's ``chunk_count``."""
+        new_count: dict[str, int] = defaultdict(int)
+        for r in records:
+            if r.metadata.get("source_layer") == "dialogue":
+                new_count[str(r.metadata["msg_id"])] += 1
+        probes: dict[str, list[str]] = defaultdict(list)
+        owners = {**derivation.absorbed, **{h: u.head for h, u in derivation.units.items()}}
+        for msg_id, m in owners.items():
+            probes[m.user_id].append(chunk_id(msg_id, 0))
+        stale: dict[str, list[str]] = {}
+        for user_id, ids in probes.items():
+            found = await self.vectors.get(ids, scope={"user_id": user_id})
+            drop = []
+            for hit in found:
+                msg_id = str(hit.metadata.get("msg_id", ""))
+                old = _count(hit.metadata.get("chunk_count"), default=new_count[msg_id] or 1)
+                drop += [chunk_id(msg_id, i) for i in range(new_count[msg_id], old)]
+            if drop:
+                stale[user_id] = drop
+        return stale
 
     def _metadata(
         self, head: LedgerMessage, idx: int, layer: str, msg_ids: Sequence[str]
@@ -220,6 +252,7 @@ class Ingestor:
                     msg_id=m.msg_id,
                     fact=fact,
                     at=m.created_at,
+                    accepted_at=m.accepted_at,
                 )
                 report.facts[outcome.value] = report.facts.get(outcome.value, 0) + 1
                 if outcome in (fact_store.Outcome.INSERTED, fact_store.Outcome.SUPERSEDED):

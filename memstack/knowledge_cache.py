@@ -56,7 +56,6 @@ from redis.exceptions import RedisError
 from memstack import metrics, scripts
 from memstack.errors import (
     InvalidContent,
-    SessionOwnershipError,
     StoreError,
     StoreUnavailable,
     ValidationError,
@@ -231,7 +230,7 @@ class KnowledgeCache:
         self.search = search
         self._turn = redis.register_script(scripts.KNOWLEDGE_TURN)
         # This process's cache updates still running, by session.
-        self._pending: dict[str, asyncio.Task[None]] = {}
+        self._pending: dict[tuple[str, str], asyncio.Task[None]] = {}
 
     @classmethod
     def over(cls, redis: Redis, settings: Settings, kb: KnowledgeBase) -> KnowledgeCache:
@@ -259,7 +258,7 @@ class KnowledgeCache:
             level2, degraded = await self._level2(message)
             result = KnowledgeTurn.of(level2[: s.kc_inject_max], loc, degraded)
         else:
-            await self._settle(session_id)
+            await self._settle(user_id, session_id)
             search = asyncio.ensure_future(self._level2(message))
             try:
                 level1 = await self._read(user_id, session_id)
@@ -279,7 +278,7 @@ class KnowledgeCache:
         """Level 1 of the session, oldest first (the next to be evicted first)."""
         validate_id("user_id", user_id)
         validate_id("session_id", session_id)
-        await self._settle(session_id)
+        await self._settle(user_id, session_id)
         return await self._read(user_id, session_id)
 
     async def flush(self) -> None:
@@ -287,19 +286,20 @@ class KnowledgeCache:
         while self._pending:
             await asyncio.gather(*self._pending.values(), return_exceptions=True)
 
-    async def ttl_s(self, session_id: str) -> int:
+    async def ttl_s(self, user_id: str, session_id: str) -> int:
         """Seconds the session's cache has left; -2 when there is none."""
+        validate_id("user_id", user_id)
         validate_id("session_id", session_id)
         try:
-            return int(await self.redis.ttl(self.keys.knowledge(session_id)))
+            return int(await self.redis.ttl(self.keys.knowledge(user_id, session_id)))
         except RedisError as exc:
             raise StoreUnavailable(f"Redis: {exc}") from exc
 
     async def clear(self, user_id: str, session_id: str) -> None:
-        """Drop the session's Level 1 (its owner only)."""
-        await self.cached(user_id, session_id)  # waits for pending updates, checks the owner
+        """Drop the session's Level 1."""
+        await self.cached(user_id, session_id)  # waits for pending updates
         try:
-            await self.redis.delete(self.keys.knowledge(session_id))
+            await self.redis.delete(self.keys.knowledge(user_id, session_id))
         except RedisError as exc:
             raise StoreUnavailable(f"Redis: {exc}") from exc
 
@@ -336,29 +336,25 @@ class KnowledgeCache:
 
     async def _read(self, user_id: str, session_id: str) -> list[KnowledgeItem]:
         try:
-            async with self.redis.pipeline(transaction=True) as pipe:
-                pipe.hget(self.keys.state(session_id), "_user_id")
-                pipe.get(self.keys.knowledge(session_id))
-                owner, raw = await pipe.execute()
+            raw = await self.redis.get(self.keys.knowledge(user_id, session_id))
         except RedisError as exc:
             raise StoreUnavailable(f"Redis: {exc}") from exc
-        if owner is not None and _text(owner) != user_id:
-            raise SessionOwnershipError("this session belongs to another user")
         return self._parse(session_id, raw)
 
-    async def _settle(self, session_id: str) -> None:
-        pending = self._pending.get(session_id)
+    async def _settle(self, user_id: str, session_id: str) -> None:
+        pending = self._pending.get((user_id, session_id))
         if pending is not None:
             await asyncio.gather(pending, return_exceptions=True)
 
     def _schedule(self, user_id: str, session_id: str, fresh: dict[str, KnowledgeItem]) -> None:
-        previous = self._pending.get(session_id)
+        key = (user_id, session_id)
+        previous = self._pending.get(key)
         task = asyncio.create_task(self._update(user_id, session_id, fresh, previous))
-        self._pending[session_id] = task
+        self._pending[key] = task
 
         def done(t: asyncio.Task[None]) -> None:
-            if self._pending.get(session_id) is t:
-                del self._pending[session_id]
+            if self._pending.get(key) is t:
+                del self._pending[key]
 
         task.add_done_callback(done)
 
@@ -373,13 +369,11 @@ class KnowledgeCache:
             # Two turns of one session in this process: apply their updates in order.
             await asyncio.gather(previous, return_exceptions=True)
         s = self.settings
-        args: list[str | int] = [user_id, s.kc_capacity, s.window_ttl_s]
+        args: list[str | int] = [s.kc_capacity, s.window_ttl_s]
         for key, item in fresh.items():
             args += [key, item.to_json(key)]
         try:
-            await self._turn(
-                keys=[self.keys.knowledge(session_id), self.keys.state(session_id)], args=args
-            )
+            await self._turn(keys=[self.keys.knowledge(user_id, session_id)], args=args)
         except RedisError as exc:
             # The section was already served; losing one update costs the next turns
             # these items, not the conversation.

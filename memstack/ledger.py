@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, tuple_
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -23,13 +23,22 @@ class LedgerMessage:
     role: str
     content: str
     created_at: datetime
-    # Last, with a default: positional construction from before names existed still works.
+    # Last, with defaults: positional construction from before they existed still works.
     name: str | None = None
+    # When Redis accepted it (None for messages ingested before this was recorded).
+    accepted_at: datetime | None = None
 
 
 def _from_row(row: MessageRow) -> LedgerMessage:
     return LedgerMessage(
-        row.msg_id, row.user_id, row.session_id, row.role, row.content, row.created_at, row.name
+        row.msg_id,
+        row.user_id,
+        row.session_id,
+        row.role,
+        row.content,
+        row.created_at,
+        row.name,
+        row.accepted_at,
     )
 
 
@@ -63,6 +72,7 @@ async def insert_messages(session: AsyncSession, messages: Sequence[LedgerMessag
                     "created_at": m.created_at,
                     "name": m.name,
                     "search_terms": search_terms(m),
+                    "accepted_at": m.accepted_at,
                 }
                 for m in messages
             ]
@@ -105,6 +115,33 @@ async def messages_before(
         )
     ).all()
     return [_from_row(r) for r in reversed(rows)]
+
+
+async def around(
+    session: AsyncSession, m: LedgerMessage, radius: int
+) -> tuple[list[LedgerMessage], int]:
+    """Up to ``radius`` messages of ``m``'s session before it, ``m``, and up to
+    ``radius`` after it, in ledger order; and ``m``'s index in that list (-1 when ``m``
+    is not in the ledger). Fewer than ``radius`` on a side means the session ends there."""
+    order = (MessageRow.created_at, MessageRow.msg_id)
+    same = (MessageRow.user_id == m.user_id, MessageRow.session_id == m.session_id)
+    key = tuple_(m.created_at, m.msg_id)
+    before = (
+        await session.scalars(
+            select(MessageRow)
+            .where(*same, tuple_(*order) <= key)
+            .order_by(MessageRow.created_at.desc(), MessageRow.msg_id.desc())
+            .limit(radius + 1)
+        )
+    ).all()
+    after = (
+        await session.scalars(
+            select(MessageRow).where(*same, tuple_(*order) > key).order_by(*order).limit(radius)
+        )
+    ).all()
+    rows = [_from_row(r) for r in reversed(before)] + [_from_row(r) for r in after]
+    found = bool(before) and before[0].msg_id == m.msg_id
+    return rows, (len(before) - 1 if found else -1)
 
 
 async def all_sessions(session: AsyncSession) -> list[tuple[str, str]]:

@@ -14,7 +14,7 @@ from sqlalchemy import ColumnElement, func, insert, literal, or_, select
 from sqlalchemy import delete as sql_delete
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memstack import ledger
+from memstack import erasure, ledger, units
 from memstack.ingest import Ingestor
 from memstack.models import FactArchiveRow, FactRow, MessageRow
 from memstack.settings import Settings
@@ -108,32 +108,31 @@ class ReindexReport:
 async def reindex(
     ingestor: Ingestor,
     *,
-    page: int = 256,
     progress: Callable[[int, int], None] | None = None,
 ) -> ReindexReport:
     """Rebuild semantic memory from the ledger with the configured embedder.
 
     The caller has dropped the old collection. Dialogue chunks and summaries come back;
-    ``inferred`` facts (never stored in SQL) do not.
+    ``inferred`` facts (never stored in SQL) do not. Each session is written under the
+    lock ingest takes (:mod:`memstack.erasure`), so a worker writing to the same session
+    meanwhile cannot interleave with it.
     """
     report = ReindexReport()
     async with ingestor.sessions() as s:
         total = await ledger.count_all(s)
         pairs = await ledger.all_sessions(s)
     for user_id, session_id in pairs:
-        offset = 0
-        while True:
-            async with ingestor.sessions() as s:
-                batch = await ledger.session_page(s, user_id, session_id, offset=offset, limit=page)
-            if not batch:
-                break
-            report.chunks += await ingestor.store(await ingestor.dialogue_records(batch))
-            report.messages += len(batch)
-            offset += len(batch)
-            if progress is not None:
-                progress(report.messages, total)
+        async with ingestor.sessions.begin() as s:
+            await erasure.hold_users(s, [user_id])
+            await erasure.lock_sessions(s, [(user_id, session_id)])
+            async for batch in units.of_session(s, user_id, session_id):
+                records = [r for unit in batch for r in ingestor.unit_records(unit)]
+                report.chunks += await ingestor.store(records)
+                report.messages += sum(len(unit.members) for unit in batch)
+                if progress is not None:
+                    progress(report.messages, total)
     summaries = await all_summary_records(ingestor.sessions, ingestor.embedder.model_version)
-    for i in range(0, len(summaries), page):
-        await ingestor.store(summaries[i : i + page])
+    for i in range(0, len(summaries), 256):
+        await ingestor.store(summaries[i : i + 256])
     report.summaries = len(summaries)
     return report

@@ -18,14 +18,16 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
-from memstack import db, ledger, maintenance
+from memstack import db, erasure, home, ledger, maintenance, redis_layout
 from memstack import facts as fact_store
 from memstack.embedders import Embedder, build_embedder, prepare_queries
-from memstack.errors import NotFound, SessionOwnershipError, StoreUnavailable
+from memstack.errors import NotFound, StoreUnavailable
 from memstack.extraction import build_extractor
 from memstack.facts import StoredFact
-from memstack.ids import scoped_msg_id, validate_id
+from memstack.ids import validate_id
 from memstack.ingest import Ingestor
+from memstack.journal import Journal
+from memstack.keys import Keys
 from memstack.knowledge_base import (
     DEFAULT_NAMESPACE,
     AddResult,
@@ -77,7 +79,13 @@ def from_ms(ms: int) -> datetime:
 class AsyncMemory:
     """Layered memory for one deployment. Build with ``await AsyncMemory.open()``."""
 
-    def __init__(self, settings: Settings, engine: AsyncEngine, working: WorkingMemory) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        engine: AsyncEngine,
+        working: WorkingMemory,
+        journal: Journal | None = None,
+    ) -> None:
         self.settings = settings
         self.engine = engine
         self.sessions = async_sessionmaker(engine, expire_on_commit=False)
@@ -92,6 +100,7 @@ class AsyncMemory:
             working.keys,
             claim_idle_ms=settings.ingest_claim_idle_ms,
             max_deliveries=settings.ingest_max_deliveries,
+            journal=journal,
         )
         self._embedder: Embedder | None = None
         self._memory_vectors: VectorStore | None = None
@@ -105,21 +114,28 @@ class AsyncMemory:
     @classmethod
     async def open(cls, settings: Settings | None = None) -> AsyncMemory:
         settings = settings or load_settings()
+        if settings.embedded_redis:
+            home.claim(settings.home)
         redis = create_redis(settings)
         engine = db.create_engine(settings)
         try:
-            await redis.ping()
-        except Exception as exc:
-            await redis.aclose()
-            await engine.dispose()
-            raise StoreUnavailable(f"Redis unreachable at {settings.redis_url}: {exc}") from exc
-        try:
+            try:
+                await redis.ping()
+            except Exception as exc:
+                raise StoreUnavailable(f"Redis unreachable at {settings.redis_url}: {exc}") from exc
             await db.prepare(engine, settings)
-        except Exception:
+            await redis_layout.check(
+                redis, Keys(settings.key_prefix), migrate=settings.embedded_redis
+            )
+        except BaseException:
             await redis.aclose()
             await engine.dispose()
             raise
-        return cls(settings, engine, WorkingMemory(redis, settings))
+        # The embedded Redis ends with the process: what it accepted is journaled too.
+        journal = Journal(settings.home / "journal.db") if settings.embedded_redis else None
+        mem = cls(settings, engine, WorkingMemory(redis, settings), journal)
+        await mem.queue.replay_journal()
+        return mem
 
     async def close(self) -> None:
         if self._recall is not None:
@@ -132,6 +148,8 @@ class AsyncMemory:
             await self._kb_store.close()
         await self.working.redis.aclose()
         await self.engine.dispose()
+        if self.queue.journal is not None:
+            self.queue.journal.close()
 
     # --- lazily built parts ----------------------------------------------------------
     @property
@@ -146,6 +164,8 @@ class AsyncMemory:
         if self._memory_vectors is None:
             async with self._build_lock:
                 if self._memory_vectors is None:
+                    if not self.settings.vector_url:
+                        home.claim(self.settings.home)
                     store = await build_memory_store(self.settings, self.embedder)
                     # Opens the collection now: a model or dimension mismatch (which names
                     # `memstack reindex`) must stop a worker before it takes any job.
@@ -215,7 +235,11 @@ class AsyncMemory:
         self, progress: Callable[[int, int], None] | None = None
     ) -> maintenance.ReindexReport:
         """Drop the semantic-memory collection and rebuild it from the ledger with the
-        configured embedder (after a model change: the error says ``memstack reindex``)."""
+        configured embedder (after a model change: the error says ``memstack reindex``).
+
+        Workers may keep running: a worker's next write finds the collection gone, opens
+        the new one and writes there, and each session is rebuilt under the same lock
+        that orders the workers' writes to it, so nothing is lost or dead-lettered."""
         old = await build_memory_store(self.settings, self.embedder)
         await old.drop()
         await old.close()
@@ -248,19 +272,25 @@ class AsyncMemory:
     async def forget_user(self, user_id: str) -> dict[str, int]:
         """Erase everything memstack holds about ``user_id`` in every layer.
 
-        Pending ingest jobs go first, so none can write the user back afterwards.
+        Final against work in flight: the erasure is marked with the time it began, and
+        an ingest batch that is writing waits for it or, after it, writes nothing
+        accepted before that time. Messages accepted after it are new memories.
         """
         validate_id("user_id", user_id)
-        dropped_jobs = await self.queue.drop_user_jobs(user_id)
+        began = await self.working.server_time()
+        vectors = await self.memory_vectors()
         async with db.guarded("forget user"), self.sessions.begin() as s:
+            # Held until the vectors are gone too: a batch waiting for the mark then finds
+            # nothing of the user to write next to.
+            await erasure.mark_forgotten(s, user_id, began)
             session_ids = await ledger.sessions_of(s, user_id)
             facts_deleted = await fact_store.delete_user(s, user_id)
             for table in (SummaryRow, ToolResultRow):
                 await s.execute(delete(table).where(table.user_id == user_id))
             messages_deleted = await ledger.delete_user(s, user_id)
-        redis_keys = await self.working.forget_sessions(user_id, session_ids)
-        vectors = await self.memory_vectors()
-        await vectors.delete(scope={"user_id": user_id})
+            await vectors.delete(scope={"user_id": user_id})
+        dropped_jobs = await self.queue.drop_user_jobs(user_id, accepted_until=began)
+        redis_keys = await self.working.forget_user(user_id)
         return {
             "jobs": dropped_jobs,
             "messages": messages_deleted,
@@ -292,7 +322,8 @@ class AsyncMemory:
         Synchronous part only (seed 002 §3.1): the window, the state and the ingest job
         in one atomic Redis script. ``msg_id`` is the caller's idempotency key: a retry
         with the same one changes nothing. It is scoped to the session, so the id
-        returned is ``"<session_id>:<msg_id>"`` (see :func:`memstack.ids.scoped_msg_id`).
+        returned is ``"<user_id>/<session_id>:<msg_id>"`` (see
+        :func:`memstack.ids.scoped_msg_id`).
         ``name`` is the author in a conversation of several people (OpenAI's ``name``):
         1–64 characters after stripping, no line break, control character or colon.
         """
@@ -300,23 +331,38 @@ class AsyncMemory:
         validate_id("session_id", session_id)
         validate_message(self.settings, role, content)
         author = validate_name(name)
+        ts_ms = to_ms(ts)
         result = await self.working.append(
             user_id=user_id,
             session_id=session_id,
             role=role,
             content=content,
-            ts_ms=to_ms(ts),
-            msg_id=scoped_msg_id(session_id, msg_id) if msg_id is not None else None,
+            ts_ms=ts_ms,
+            caller_msg_id=validate_id("msg_id", msg_id) if msg_id is not None else None,
             name=author,
         )
+        if not result.duplicate and self.queue.journal is not None:
+            job = {
+                "msg_id": result.msg_id,
+                "user_id": user_id,
+                "session_id": session_id,
+                "role": role,
+                "content": content,
+                "ts_ms": str(ts_ms),
+                "accepted_us": str(time.time_ns() // 1000),
+            }
+            self.queue.accepted(job if author is None else {**job, "name": author})
         return result.msg_id
 
     async def window(
         self, user_id: str, session_id: str, n: int | None = None
     ) -> list[WindowMessage]:
+        """The session's last ``n`` messages (default ``recent_window_read``), oldest first;
+        a window Redis lost is rebuilt from the ledger first."""
         validate_id("user_id", user_id)
         validate_id("session_id", session_id)
-        return await self.working.window(user_id, session_id, n)
+        messages, _repaired = await self.recall.window(user_id, session_id, n)
+        return messages
 
     # --- task state ----------------------------------------------------------------
     async def set_state(self, user_id: str, session_id: str, values: Mapping[str, Any]) -> None:
@@ -325,7 +371,6 @@ class AsyncMemory:
         """
         validate_id("user_id", user_id)
         validate_id("session_id", session_id)
-        await self._check_owner(user_id, session_id)
         stored: dict[str, Any] = {}
         for field, value in values.items():
             encoded = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
@@ -373,17 +418,14 @@ class AsyncMemory:
             )
         return ref
 
-    async def _check_owner(self, user_id: str, session_id: str) -> None:
-        owner = await self.working.session_owner(session_id)
-        if owner is not None and owner != user_id:
-            raise SessionOwnershipError("this session belongs to another user")
-
     # --- knowledge base and session knowledge cache (seed 000) -------------------------
     async def knowledge_base(self, namespace: str = DEFAULT_NAMESPACE) -> KnowledgeBase:
         """The knowledge base of ``namespace``; its store is opened on first use."""
         if self._kb_store is None:
             async with self._build_lock:
                 if self._kb_store is None:
+                    if not self.settings.kb_url:
+                        home.claim(self.settings.home)
                     self._kb_store = await build_kb_store(self.settings, self.embedder)
         kb = self._kbs.get(namespace)
         if kb is None:

@@ -28,8 +28,9 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 BigId = BigInteger().with_variant(Integer, "sqlite")
 JsonValue = JSON().with_variant(JSONB(), "postgresql")
 IdStr = String(128)
-# A message id is "<ts>-<session>-<seq>" or "<session>:<caller id>": room for both parts.
-MsgIdStr = String(300)
+# A message id is "<ts>-<user>/<session>-<seq>" or "<user>/<session>:<caller id>": room
+# for three ids (ids stored before sessions were scoped by user lack the "<user>/").
+MsgIdStr = String(400)
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -75,10 +76,13 @@ class MessageRow(Base):
     # Space-joined lexical terms (jieba for Chinese), made client-side so PostgreSQL's
     # 'simple' full-text config can index Chinese; GIN index created in the migration.
     search_terms: Mapped[str] = mapped_column(Text, default="")
+    # When Redis accepted the message (its clock, not the caller's ts): an erasure
+    # refuses what was accepted before it. NULL for messages ingested before 0005.
+    accepted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
     __table_args__ = (
         # The ledger's order within a session: "the message before" is one index step.
-        Index("ix_message_session_order", "session_id", "created_at", "msg_id"),
+        Index("ix_message_user_session_order", "user_id", "session_id", "created_at", "msg_id"),
         Index("ix_message_user_time", "user_id", "created_at"),
     )
 
@@ -179,6 +183,22 @@ class ToolResultRow(Base):
     content: Mapped[str] = mapped_column(Text)
     size_bytes: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class UserRow(Base):
+    """One row per user the ledger has seen, and the erasure mark of a forgotten one.
+
+    Every ingest transaction reads its user's row under a shared lock and
+    ``forget_user`` writes it under an exclusive one, so an erasure waits for the
+    writes in flight and every later write sees it: a message accepted before
+    ``forgotten_before`` is never written back.
+    """
+
+    __tablename__ = "memory_user"
+
+    user_id: Mapped[str] = mapped_column(IdStr, primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    forgotten_before: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
 
 class KBDocumentRow(Base):

@@ -68,7 +68,6 @@ from memstack.errors import (
     ConfigError,
     InvalidContent,
     ModelUnavailable,
-    SessionOwnershipError,
     ValidationError,
 )
 from memstack.facts import StoredFact
@@ -367,7 +366,7 @@ class Recall:
             # task, and a call runs five of these.
             async with asyncio.timeout(timeout_s):
                 return await coro
-        except (SessionOwnershipError, ValidationError):
+        except ValidationError:
             raise
         except TimeoutError:
             g.degraded[layer] = f"timed out after {timeout_s:g} s"
@@ -380,26 +379,29 @@ class Recall:
         return default
 
     async def _window(self, g: _Gathered, user_id: str, session_id: str) -> None:
-        n = self.settings.recent_window_read
-        owner, window = await asyncio.gather(
-            self.working.session_owner(session_id), self.working.window(user_id, session_id, n)
-        )
-        if owner is not None and owner != user_id:
-            raise SessionOwnershipError("this session belongs to another user")
-        if window:
-            g.window = window
-            return
-        # Seed §5.1: Redis is an accelerator, not the source of truth. An empty window of
-        # a session the ledger knows means Redis lost it: rebuild, and count it.
+        g.window, g.rebuilt = await self.window(user_id, session_id)
+
+    async def window(
+        self, user_id: str, session_id: str, n: int | None = None
+    ) -> tuple[list[WindowMessage], bool]:
+        """The session's last ``n`` messages, and whether the window had to be repaired.
+
+        Seed §5.1: Redis is an accelerator, not the source of truth. A window that is not
+        known complete (its first write found no window: a new session, an expired
+        window, a lost Redis) gets the ledger's recent messages merged in, once; the
+        repair is counted."""
+        read = await self.working.window(user_id, session_id, n)
+        if read.complete:
+            return read.messages, False
         async with self.reads() as s:
-            if not await ledger.session_known(s, user_id, session_id):
-                return
-            rows = await ledger.recent_messages(s, user_id, session_id, n)
-        g.window = [_window_message(r) for r in rows]
-        if g.window:
-            g.rebuilt = await self.working.rebuild_window(user_id, session_id, g.window)
-            if g.rebuilt:
-                metrics.WINDOW_REBUILDS.inc()
+            rows = await ledger.recent_messages(
+                s, user_id, session_id, self.settings.window_max_messages
+            )
+        await self.working.repair_window(user_id, session_id, [_window_message(r) for r in rows])
+        if not rows:
+            return read.messages, False
+        metrics.WINDOW_REBUILDS.inc()
+        return (await self.working.window(user_id, session_id, n)).messages, True
 
     async def _window_from_ledger(self, user_id: str, session_id: str) -> list[WindowMessage]:
         async with self.reads() as s:

@@ -13,15 +13,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from redis.exceptions import RedisError
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memstack import ledger
+from memstack import erasure, ledger
 from memstack.chunking import ChatMessage
 from memstack.db import guarded
 from memstack.embedders import Embedder
-from memstack.errors import StoreUnavailable
 from memstack.models import MessageRow, SummaryRow
 from memstack.settings import Settings
 from memstack.summary import Summariser
@@ -48,11 +46,8 @@ class Summarizer:
         self, user_id: str, session_id: str, *, now_ms: int | None = None
     ) -> SummaryOutcome:
         now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
-        try:
-            state = await self.working.get_state(user_id, session_id)
-            window_len = int(await self.working.redis.llen(self.working.keys.window(session_id)))
-        except RedisError as exc:
-            raise StoreUnavailable(f"Redis: {exc}") from exc
+        state = await self.working.get_state(user_id, session_id)
+        window_len = await self.working.window_length(user_id, session_id)
         if state.last_msg_at_ms is None:
             return SummaryOutcome(done=True, created=False)
         if now_ms - state.last_msg_at_ms < self.settings.summary_quiet_s * 1000:
@@ -83,8 +78,16 @@ class Summarizer:
             [ChatMessage(m.msg_id, m.role, m.content, m.name) for m in messages]
         )
         content = result.model_dump(mode="json")
-        now = datetime.now(UTC)
+        record = summary_record(
+            user_id, session_id, last.msg_id, last.created_at, content, self.embedder.model_version
+        )
+        vectors = await self.embedder.embed([record.text]) if record is not None else []
         async with self.sessions.begin() as s:
+            # Under the erasure guard: a user forgotten while the summary was being made
+            # has no ledger rows left, and gets no summary.
+            await erasure.hold_users(s, [user_id])
+            if await s.get(MessageRow, last.msg_id) is None:
+                return False
             stmt = (
                 ledger.dialect_insert(s, SummaryRow)
                 .values(
@@ -95,19 +98,15 @@ class Summarizer:
                     message_count=len(messages),
                     topic=str(content.get("topic", ""))[:64],
                     content=content,
-                    created_at=now,
+                    created_at=datetime.now(UTC),
                 )
                 .on_conflict_do_nothing(index_elements=["session_id", "last_msg_id"])
             )
             await s.execute(stmt)
-        record = summary_record(
-            user_id, session_id, last.msg_id, last.created_at, content, self.embedder.model_version
-        )
-        if record is not None:
-            [vector] = await self.embedder.embed([record.text])
-            await self.vectors.upsert(
-                [VectorRecord(record.id, record.text, vector, record.metadata)]
-            )
+            if record is not None:
+                await self.vectors.upsert(
+                    [VectorRecord(record.id, record.text, vectors[0], record.metadata)]
+                )
         return True
 
 

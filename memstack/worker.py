@@ -83,7 +83,7 @@ class Worker:
             return report
         try:
             await self._process(live)
-            await self.queue.ack([j.entry_id for j in live])
+            await self.queue.ack(live)
             report.processed += len(live)
         except INFRASTRUCTURE:
             raise
@@ -103,7 +103,7 @@ class Worker:
                         "ingest job %s failed (delivery %d): %s", job.entry_id, job.deliveries, msg
                     )
                     continue
-                await self.queue.ack([job.entry_id])
+                await self.queue.ack([job])
                 report.processed += 1
         return report
 

@@ -14,20 +14,16 @@ import unicodedata
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import RedisError
 
 from memstack import scripts
-from memstack.errors import (
-    InvalidContent,
-    LockNotAcquired,
-    SessionOwnershipError,
-    StoreUnavailable,
-    ValidationError,
-)
-from memstack.keys import Keys
+from memstack.errors import InvalidContent, LockNotAcquired, StoreUnavailable, ValidationError
+from memstack.ids import scoped_msg_id
+from memstack.keys import Keys, session_tag
 from memstack.settings import Settings
 
 ROLES = frozenset({"user", "assistant", "system", "tool"})
@@ -77,6 +73,16 @@ class WriteResult:
 
 
 @dataclass(frozen=True)
+class WindowRead:
+    """The window's last messages, and whether it is known to hold the session's recent
+    history (False after a new session's first write, an expired window or a lost
+    Redis: the ledger may know older messages, see ``REPAIR_WINDOW``)."""
+
+    messages: list[WindowMessage]
+    complete: bool
+
+
+@dataclass(frozen=True)
 class SessionState:
     fields: dict[str, Any]
     turns: int
@@ -85,8 +91,6 @@ class SessionState:
 
 
 def _wrap(exc: RedisError) -> Exception:
-    if isinstance(exc, ResponseError) and "OWNER" in str(exc):
-        return SessionOwnershipError("this session belongs to another user")
     return StoreUnavailable(f"Redis: {exc}")
 
 
@@ -97,7 +101,7 @@ class WorkingMemory:
         self.keys = Keys(settings.key_prefix)
         self._write = redis.register_script(scripts.WRITE)
         self._set_state = redis.register_script(scripts.SET_STATE)
-        self._rebuild = redis.register_script(scripts.REBUILD_WINDOW)
+        self._repair = redis.register_script(scripts.REPAIR_WINDOW)
         self._release = redis.register_script(scripts.RELEASE_LOCK)
 
     async def append(
@@ -108,18 +112,19 @@ class WorkingMemory:
         role: str,
         content: str,
         ts_ms: int,
-        msg_id: str | None = None,
+        caller_msg_id: str | None = None,
         name: str | None = None,
     ) -> WriteResult:
-        """Push one validated message and enqueue its ingest job, atomically."""
+        """Push one validated message and enqueue its ingest job, atomically. A caller's
+        ``caller_msg_id`` is its idempotency key within the session."""
         k = self.keys
         s = self.settings
         try:
             res = await self._write(
                 keys=[
-                    k.window(session_id),
-                    k.state(session_id),
-                    k.idempotency(session_id, msg_id or "_"),
+                    k.window(user_id, session_id),
+                    k.state(user_id, session_id),
+                    k.idempotency(user_id, session_id, caller_msg_id or "_"),
                     k.ingest_stream(),
                 ],
                 args=[
@@ -128,58 +133,58 @@ class WorkingMemory:
                     role,
                     content,
                     str(ts_ms),
-                    msg_id or "",
+                    scoped_msg_id(user_id, session_id, caller_msg_id) if caller_msg_id else "",
                     s.window_max_messages,
                     s.window_ttl_s,
                     s.state_ttl_s,
                     s.idempotency_ttl_s,
                     name or "",
+                    session_tag(user_id, session_id),
                 ],
             )
         except RedisError as exc:
             raise _wrap(exc) from exc
         return WriteResult(_text(res[0]), bool(int(res[1])))
 
-    async def window(
-        self, user_id: str, session_id: str, n: int | None = None
-    ) -> list[WindowMessage]:
-        """The last ``n`` messages of the session, oldest first, only ``user_id``'s."""
+    async def window(self, user_id: str, session_id: str, n: int | None = None) -> WindowRead:
+        """The last ``n`` messages of the session, oldest first, and whether the window
+        is complete."""
         count = n or self.settings.recent_window_read
         try:
-            raw = await self.redis.lrange(self.keys.window(session_id), -count, -1)
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.lrange(self.keys.window(user_id, session_id), -count, -1)
+                pipe.hget(self.keys.state(user_id, session_id), "_complete")
+                raw, complete = await pipe.execute()
         except RedisError as exc:
             raise _wrap(exc) from exc
         msgs = [WindowMessage.from_json(r) for r in raw]
-        return [m for m in msgs if m.user_id == user_id]
+        return WindowRead([m for m in msgs if m.user_id == user_id], complete is not None)
 
-    async def rebuild_window(
-        self, user_id: str, session_id: str, messages: Sequence[WindowMessage]
-    ) -> bool:
-        """Refill an empty window from ledger rows; False when a writer refilled it first."""
-        if not messages:
-            return False
+    async def repair_window(
+        self, user_id: str, session_id: str, recent: Sequence[WindowMessage]
+    ) -> int:
+        """Merge the ledger's ``recent`` messages into the window and mark it complete;
+        returns how many messages it holds."""
         s = self.settings
         try:
-            done = await self._rebuild(
-                keys=[self.keys.window(session_id), self.keys.state(session_id)],
+            held = await self._repair(
+                keys=[self.keys.window(user_id, session_id), self.keys.state(user_id, session_id)],
                 args=[
-                    user_id,
                     s.window_max_messages,
                     s.window_ttl_s,
                     s.state_ttl_s,
-                    *(m.to_json() for m in messages),
+                    *(m.to_json() for m in recent),
                 ],
             )
         except RedisError as exc:
             raise _wrap(exc) from exc
-        return bool(done)
+        return int(held)
 
-    async def session_owner(self, session_id: str) -> str | None:
+    async def window_length(self, user_id: str, session_id: str) -> int:
         try:
-            owner = await self.redis.hget(self.keys.state(session_id), "_user_id")
+            return int(await self.redis.llen(self.keys.window(user_id, session_id)))
         except RedisError as exc:
             raise _wrap(exc) from exc
-        return _text(owner) if owner is not None else None
 
     async def set_state(self, user_id: str, session_id: str, values: Mapping[str, Any]) -> None:
         """HSET the given fields (JSON-encoded) and refresh the state TTL."""
@@ -194,21 +199,18 @@ class WorkingMemory:
             flat += [field, json.dumps(value, ensure_ascii=False)]
         try:
             await self._set_state(
-                keys=[self.keys.state(session_id)],
-                args=[user_id, self.settings.state_ttl_s, *flat],
+                keys=[self.keys.state(user_id, session_id)],
+                args=[self.settings.state_ttl_s, *flat],
             )
         except RedisError as exc:
             raise _wrap(exc) from exc
 
     async def get_state(self, user_id: str, session_id: str) -> SessionState:
         try:
-            raw = await self.redis.hgetall(self.keys.state(session_id))
+            raw = await self.redis.hgetall(self.keys.state(user_id, session_id))
         except RedisError as exc:
             raise _wrap(exc) from exc
         data = {_text(k): _text(v) for k, v in raw.items()}
-        owner = data.get("_user_id")
-        if owner is not None and owner != user_id:
-            raise SessionOwnershipError("this session belongs to another user")
         fields = {k: json.loads(v) for k, v in data.items() if not k.startswith("_")}
         last_at = data.get("_last_msg_at_ms")
         return SessionState(
@@ -218,65 +220,76 @@ class WorkingMemory:
             last_msg_at_ms=int(last_at) if last_at else None,
         )
 
-    async def acquire_lock(self, session_id: str, *, ttl_s: int | None = None) -> str | None:
+    async def acquire_lock(
+        self, user_id: str, session_id: str, *, ttl_s: int | None = None
+    ) -> str | None:
         """SET NX EX: a token when acquired, None when another holder has it."""
         token = secrets.token_hex(12)
         try:
             ok = await self.redis.set(
-                self.keys.lock(session_id), token, nx=True, ex=ttl_s or self.settings.lock_ttl_s
+                self.keys.lock(user_id, session_id),
+                token,
+                nx=True,
+                ex=ttl_s or self.settings.lock_ttl_s,
             )
         except RedisError as exc:
             raise _wrap(exc) from exc
         return token if ok else None
 
-    async def release_lock(self, session_id: str, token: str) -> bool:
+    async def release_lock(self, user_id: str, session_id: str, token: str) -> bool:
         """Release only if ``token`` still owns the lock (it may have expired and moved on)."""
         try:
-            return bool(await self._release(keys=[self.keys.lock(session_id)], args=[token]))
+            return bool(
+                await self._release(keys=[self.keys.lock(user_id, session_id)], args=[token])
+            )
         except RedisError as exc:
             raise _wrap(exc) from exc
 
     @asynccontextmanager
     async def lock(
-        self, session_id: str, *, ttl_s: int | None = None, wait_s: float = 0.0
+        self, user_id: str, session_id: str, *, ttl_s: int | None = None, wait_s: float = 0.0
     ) -> AsyncIterator[str]:
         """Hold the session lock for a block, waiting up to ``wait_s`` for it."""
         deadline = time.monotonic() + wait_s
-        while (token := await self.acquire_lock(session_id, ttl_s=ttl_s)) is None:
+        while (token := await self.acquire_lock(user_id, session_id, ttl_s=ttl_s)) is None:
             if time.monotonic() >= deadline:
                 raise LockNotAcquired(f"session {session_id!r} is locked by another holder")
             await asyncio.sleep(0.01)
         try:
             yield token
         finally:
-            await self.release_lock(session_id, token)
+            await self.release_lock(user_id, session_id, token)
 
-    async def forget_sessions(self, user_id: str, session_ids: list[str]) -> int:
-        """Delete the Redis keys of ``user_id``'s sessions (ledger-known and still-live ones)."""
-        k = self.keys
+    async def server_time(self) -> datetime:
+        """Redis's clock: the one that stamps accepted jobs (``accepted_us``)."""
+        try:
+            seconds, micros = await self.redis.time()
+        except RedisError as exc:
+            raise _wrap(exc) from exc
+        return datetime.fromtimestamp(int(seconds) + int(micros) / 1_000_000, tz=UTC)
+
+    async def forget_user(self, user_id: str) -> int:
+        """Delete every Redis key of ``user_id``'s sessions; returns how many."""
         deleted = 0
         try:
-            live = set(session_ids)
-            # Sessions whose messages have not reached the ledger yet are known by state.
-            async for key in self.redis.scan_iter(match=f"{k.prefix}:session:*:state", count=500):
-                if _text(await self.redis.hget(key, "_user_id") or b"") == user_id:
-                    live.add(_text(key).split("{", 1)[1].rsplit("}", 1)[0])
-            for sid in live:
-                if await self.session_owner(sid) not in (None, user_id):
-                    continue
-                names = [k.window(sid), k.state(sid), k.knowledge(sid), k.lock(sid)]
-                async for idem in self.redis.scan_iter(
-                    match=f"{k.prefix}:session:{{{sid}}}:idem:*"
-                ):
-                    names.append(_text(idem))
-                deleted += int(await self.redis.delete(*names))
+            batch: list[str] = []
+            async for key in self.redis.scan_iter(
+                match=self.keys.user_sessions_pattern(user_id), count=500
+            ):
+                batch.append(_text(key))
+                if len(batch) >= 500:
+                    deleted += int(await self.redis.delete(*batch))
+                    batch = []
+            if batch:
+                deleted += int(await self.redis.delete(*batch))
         except RedisError as exc:
             raise _wrap(exc) from exc
         return deleted
 
     async def keys_without_ttl(self) -> list[str]:
-        """Keys under our prefix that would live forever (the streams are the queue, exempt)."""
-        exempt = {self.keys.ingest_stream(), self.keys.dead_letter_stream()}
+        """Keys under our prefix that would live forever (the queue and the layout mark
+        are exempt: they are meant to)."""
+        exempt = self.keys.durable()
         found: list[str] = []
         try:
             async for key in self.redis.scan_iter(match=self.keys.pattern(), count=500):

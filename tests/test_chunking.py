@@ -158,7 +158,7 @@ def test_user_turn_and_its_reply_form_one_unit() -> None:
     ]
 
 
-def test_consecutive_user_messages_and_tool_results_join_the_same_exchange() -> None:
+def test_every_user_turn_starts_a_unit_and_tool_results_join_it() -> None:
     units = exchange_units(
         [
             ("m1", "user", "Find flights"),
@@ -169,15 +169,26 @@ def test_consecutive_user_messages_and_tool_results_join_the_same_exchange() -> 
             ("m6", "user", "Book the first"),
         ]
     )
-    assert [u.msg_ids for u in units] == [("m1", "m2", "m3", "m4", "m5"), ("m6",)]
-    assert units[0].text.splitlines()[3] == "tool: 3 results"
+    assert [u.msg_ids for u in units] == [("m1",), ("m2", "m3", "m4", "m5"), ("m6",)]
+    assert units[1].text.splitlines()[2] == "tool: 3 results"
+
+
+def test_a_unit_holds_at_most_lookback_replies_then_each_stands_alone() -> None:
+    msgs = [("q", "user", "question")] + [(f"r{i}", "assistant", f"part {i}") for i in range(6)]
+    units = exchange_units(msgs, lookback=4)
+    assert [u.msg_ids for u in units] == [("q", "r0", "r1", "r2", "r3"), ("r4",), ("r5",)]
 
 
 def test_messages_before_the_first_user_turn_are_their_own_unit() -> None:
     units = exchange_units(
-        [("m0", "assistant", "Hello!"), ("m1", "user", "Hi"), ("m2", "assistant", "Hey")]
+        [
+            ("m0", "assistant", "Hello!"),
+            ("m0b", "assistant", "How can I help?"),
+            ("m1", "user", "Hi"),
+            ("m2", "assistant", "Hey"),
+        ]
     )
-    assert [u.msg_ids for u in units] == [("m0",), ("m1", "m2")]
+    assert [u.msg_ids for u in units] == [("m0",), ("m0b",), ("m1", "m2")]
 
 
 def test_blank_content_keeps_its_id_but_adds_no_line() -> None:
@@ -193,13 +204,14 @@ def test_a_named_message_reads_name_colon_content_and_groups_by_role() -> None:
     units = exchange_units(
         [
             ChatMessage("m1", "user", "I moved to Lisbon.", "Tim"),
-            ("m2", "user", "Since when?", "Joanna"),
-            ("m3", "assistant", "Noted."),
+            ("m2", "assistant", "Noted.", "Bot"),
+            ("m3", "user", "Since when?", "Joanna"),
             ("m4", "user", "Back to work.", None),
         ]
     )
-    # Two named user turns in a row are still one question: grouping follows the role.
+    # A named assistant still replies to the user turn before it: grouping follows the role.
     assert units == [
-        Unit(("m1", "m2", "m3"), "Tim: I moved to Lisbon.\nJoanna: Since when?\nassistant: Noted."),
+        Unit(("m1", "m2"), "Tim: I moved to Lisbon.\nBot: Noted."),
+        Unit(("m3",), "Joanna: Since when?"),
         Unit(("m4",), "user: Back to work."),
     ]

@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memstack.cli import app
+from tests.faults.harness import RedisInstance
 
 runner = CliRunner()
 
@@ -33,16 +34,34 @@ def test_doctor_fails_when_a_store_is_down(tmp_path: Path, monkeypatch: pytest.M
     assert "down" in result.output
 
 
-def test_doctor_on_servers(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redis_url: str, pg_url: str
+@pytest.mark.parametrize("fsync", ["everysec", "always"])
+def test_doctor_on_servers_with_a_persistent_redis(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pg_url: str, fsync: str
 ) -> None:
-    monkeypatch.setenv("MEMSTACK_HOME", str(tmp_path))
-    monkeypatch.setenv("MEMSTACK_REDIS_URL", redis_url)
-    monkeypatch.setenv("MEMSTACK_DATABASE_URL", pg_url)
-    result = runner.invoke(app, ["doctor"])
+    with RedisInstance(appendonly=True, appendfsync=fsync) as own:  # type: ignore[arg-type]
+        monkeypatch.setenv("MEMSTACK_HOME", str(tmp_path))
+        monkeypatch.setenv("MEMSTACK_REDIS_URL", own.url)
+        monkeypatch.setenv("MEMSTACK_DATABASE_URL", pg_url)
+        monkeypatch.setenv("COLUMNS", "400")
+        result = runner.invoke(app, ["doctor"])
     assert result.exit_code == 0, result.output
     assert "schema at head" in result.output
     assert re.search(r"version \d+\.\d+", result.output)
+    assert f"AOF appendfsync {fsync}" in result.output
+
+
+def test_doctor_fails_on_a_redis_that_keeps_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pg_url: str
+) -> None:
+    with RedisInstance(appendonly=False) as own:
+        monkeypatch.setenv("MEMSTACK_HOME", str(tmp_path))
+        monkeypatch.setenv("MEMSTACK_REDIS_URL", own.url)
+        monkeypatch.setenv("MEMSTACK_DATABASE_URL", pg_url)
+        monkeypatch.setenv("COLUMNS", "400")
+        result = runner.invoke(app, ["doctor"])
+    assert result.exit_code == 1, result.output
+    assert "unsafe" in result.output
+    assert "keeps nothing on disk" in result.output and "CONFIG SET appendonly yes" in result.output
 
 
 def test_bad_setting_exits_with_its_name(monkeypatch: pytest.MonkeyPatch) -> None:

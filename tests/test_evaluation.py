@@ -95,7 +95,7 @@ def test_locomo_loader_maps_ids_and_skips_what_it_must(tmp_path: Path) -> None:
     assert len(conv.questions) == 5
     assert conv.missing_evidence == 1
     sid = conv.sessions[0].session_id
-    assert conv.questions[0].evidence == (f"{sid}:D1:1",)
+    assert conv.questions[0].evidence == (f"{conv.user_id}/{sid}:D1:1",)
     assert conv.questions[0].now > first.ts
 
 
@@ -103,7 +103,7 @@ def test_longmemeval_loader(tmp_path: Path) -> None:
     [conv] = list(evaluation.longmemeval(tiny_longmemeval(tmp_path / "m.json"), "run1"))
     assert len(conv.sessions) == 4
     [q] = conv.questions
-    assert q.evidence == (f"{conv.sessions[2].session_id}:t0",)
+    assert q.evidence == (f"{conv.user_id}/{conv.sessions[2].session_id}:t0",)
     assert q.now.year == 2023 and q.now.hour == 19
 
 

@@ -124,7 +124,7 @@ async def test_0004_orders_messages_within_a_session_by_time_then_id(
         _insert(engine, "kept")
         assert _indexes(engine)["ix_message_session_time"] == ["session_id", "created_at"]
 
-        db.upgrade(settings)
+        db.upgrade(settings, "0004")
         indexes = _indexes(engine)
         assert indexes["ix_message_session_order"] == ["session_id", "created_at", "msg_id"]
         assert "ix_message_session_time" not in indexes
@@ -151,6 +151,56 @@ async def test_0004_orders_messages_within_a_session_by_time_then_id(
         assert indexes["ix_message_session_time"] == ["session_id", "created_at"]
         with engine.connect() as conn:
             assert conn.execute(sa.text("SELECT count(*) FROM memory_message")).scalar() == 1
+    finally:
+        engine.dispose()
+
+
+async def test_0005_scopes_sessions_by_user_on_a_populated_ledger(
+    fresh_settings: Settings,
+) -> None:
+    settings = fresh_settings
+    cfg = db.alembic_config(db.sync_url(settings))
+    engine = sa.create_engine(db.sync_url(settings))
+    try:
+        db.upgrade(settings, "0004")
+        _insert(engine, "s1:a")
+        _insert(engine, "s1:b", user_id="u2", session_id="s9")
+        db.upgrade(settings)
+        indexes = _indexes(engine)
+        assert indexes["ix_message_user_session_order"] == [
+            "user_id",
+            "session_id",
+            "created_at",
+            "msg_id",
+        ]
+        assert "ix_message_session_order" not in indexes
+        with engine.begin() as conn:
+            users = conn.execute(
+                sa.text("SELECT user_id, forgotten_before FROM memory_user ORDER BY user_id")
+            ).all()
+            assert [tuple(u) for u in users] == [("u1", None), ("u2", None)]
+            accepted = conn.execute(sa.text("SELECT accepted_at FROM memory_message")).all()
+            assert [a[0] for a in accepted] == [None, None]
+            # A message id of the new form with three ids at their longest fits.
+            longest = f"{'u' * 128}/{'s' * 128}:{'m' * 128}"
+            conn.execute(
+                sa.text(
+                    "INSERT INTO memory_message (msg_id, user_id, session_id, role, content,"
+                    " created_at, search_terms) VALUES (:m, 'u1', 's1', 'user', 'x', :t, 'x')"
+                ),
+                {"m": longest, "t": T0},
+            )
+            conn.execute(sa.text("DELETE FROM memory_message WHERE msg_id = :m"), {"m": longest})
+        command.downgrade(cfg, "0004")
+        assert "ix_message_session_order" in _indexes(engine)
+        if engine.dialect.name == "postgresql":
+            [column] = [
+                c for c in sa.inspect(engine).get_columns("memory_message") if c["name"] == "msg_id"
+            ]
+            assert column["type"].length == 300
+        assert "memory_user" not in sa.inspect(engine).get_table_names()
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT count(*) FROM memory_message")).scalar() == 2
     finally:
         engine.dispose()
 

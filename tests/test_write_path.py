@@ -8,23 +8,26 @@ from pathlib import Path
 
 import pytest
 
+from memstack import ledger
 from memstack.errors import (
     ConfigError,
     InvalidContent,
     InvalidId,
     LockNotAcquired,
     NotFound,
-    SessionOwnershipError,
     StoreUnavailable,
 )
+from memstack.ledger import LedgerMessage
 from memstack.memory import AsyncMemory
 from memstack.settings import Settings, load_settings
 from tests.conftest import make_settings, new_id
 
 
 async def _all_keys(mem: AsyncMemory) -> list[str]:
+    """Every key under the prefix but the layout mark, which open() writes."""
     r = mem.working.redis
-    return [k.decode() async for k in r.scan_iter(match=mem.working.keys.pattern())]
+    keys = [k.decode() async for k in r.scan_iter(match=mem.working.keys.pattern())]
+    return [k for k in keys if k != mem.working.keys.layout()]
 
 
 async def _jobs(mem: AsyncMemory) -> int:
@@ -48,10 +51,9 @@ async def test_every_key_has_ttl(mem: AsyncMemory) -> None:
         role = "user" if i % 2 == 0 else "assistant"
         await mem.remember(u, s, role, f"turn {i}", msg_id=f"m{i}" if i % 3 == 0 else None)
     await mem.set_state(u, s, {"current_step": 3, "pending_tool": "search"})
-    async with mem.working.lock(s):
+    async with mem.working.lock(u, s):
         keys = await _all_keys(mem)
-        streams = {mem.working.keys.ingest_stream()}
-        session_keys = [k for k in keys if k not in streams]
+        session_keys = [k for k in keys if k not in mem.working.keys.durable()]
         assert len(session_keys) >= 4  # window, state, lock, idempotency marks
         for key in session_keys:
             assert await mem.working.redis.ttl(key) > 0, key
@@ -71,39 +73,39 @@ async def test_retry_with_same_msg_id_is_idempotent(mem: AsyncMemory) -> None:
     u, s = new_id("u"), new_id("s")
     first = await mem.remember(u, s, "user", "我预算不超过五千", msg_id="client-42")
     again = await mem.remember(u, s, "user", "我预算不超过五千", msg_id="client-42")
-    assert first == again == f"{s}:client-42"
-    assert [m.msg_id for m in await mem.window(u, s)] == [f"{s}:client-42"]
+    assert first == again == f"{u}/{s}:client-42"
+    assert [m.msg_id for m in await mem.window(u, s)] == [f"{u}/{s}:client-42"]
     assert await _jobs(mem) == 1
     assert (await mem.get_state(u, s)).turns == 1
 
 
-async def test_generated_msg_id_is_timestamp_session_sequence(mem: AsyncMemory) -> None:
+async def test_generated_msg_id_is_timestamp_user_session_sequence(mem: AsyncMemory) -> None:
     u, s = new_id("u"), new_id("s")
     a = await mem.remember(u, s, "user", "one", ts=1715600000.5)
     b = await mem.remember(u, s, "assistant", "two", ts=1715600001)
-    assert a == f"1715600000500-{s}-000001"
-    assert b == f"1715600001000-{s}-000002"
+    assert a == f"1715600000500-{u}/{s}-000001"
+    assert b == f"1715600001000-{u}/{s}-000002"
     job = (await mem.working.redis.xrange(mem.working.keys.ingest_stream()))[0][1]
     assert job[b"msg_id"].decode() == a and job[b"user_id"].decode() == u
     assert job[b"content"].decode() == "one"
 
 
 async def test_lock_excludes_second_holder_and_expires(mem: AsyncMemory) -> None:
-    s = new_id("s")
-    token = await mem.working.acquire_lock(s, ttl_s=1)
+    u, s = new_id("u"), new_id("s")
+    token = await mem.working.acquire_lock(u, s, ttl_s=1)
     assert token is not None
-    assert await mem.working.acquire_lock(s) is None
-    assert not await mem.working.release_lock(s, "not-the-owner")
-    assert await mem.working.acquire_lock(s) is None
+    assert await mem.working.acquire_lock(u, s) is None
+    assert not await mem.working.release_lock(u, s, "not-the-owner")
+    assert await mem.working.acquire_lock(u, s) is None
     with pytest.raises(LockNotAcquired):
-        async with mem.working.lock(s, wait_s=0.05):
+        async with mem.working.lock(u, s, wait_s=0.05):
             pass
     await asyncio.sleep(1.2)
-    second = await mem.working.acquire_lock(s)
+    second = await mem.working.acquire_lock(u, s)
     assert second is not None
     # The first owner's late release must not free the second owner's lock.
-    assert not await mem.working.release_lock(s, token)
-    assert await mem.working.release_lock(s, second)
+    assert not await mem.working.release_lock(u, s, token)
+    assert await mem.working.release_lock(u, s, second)
 
 
 async def test_concurrent_writers_lose_nothing_and_keep_order(any_settings: Settings) -> None:
@@ -167,18 +169,32 @@ async def test_oversized_content_counts_utf8_bytes(mem: AsyncMemory) -> None:
     await mem.remember(u, s, "user", "预" * 21000)
 
 
-async def test_session_of_another_user_is_refused(mem: AsyncMemory) -> None:
-    s = new_id("s")
-    await mem.remember("alice", s, "user", "secret plan")
-    with pytest.raises(SessionOwnershipError):
-        await mem.remember("mallory", s, "user", "let me in")
-    with pytest.raises(SessionOwnershipError):
-        await mem.get_state("mallory", s)
-    with pytest.raises(SessionOwnershipError):
-        await mem.set_state("mallory", s, {"x": 1})
-    assert await mem.window("mallory", s) == []
-    assert [m.content for m in await mem.window("alice", s)] == ["secret plan"]
-    assert await _jobs(mem) == 1
+async def test_a_session_id_names_one_session_per_user(mem: AsyncMemory) -> None:
+    s, alice, mallory = new_id("s"), new_id("alice"), new_id("mallory")
+    a = await mem.remember(alice, s, "user", "secret plan", msg_id="1")
+    await mem.set_state(alice, s, {"step": 1})
+    assert await mem.window(mallory, s) == []
+    assert (await mem.get_state(mallory, s)).fields == {}
+    # mallory's s is mallory's own session: alice's is neither read nor changed.
+    m = await mem.remember(mallory, s, "user", "let me in", msg_id="1")
+    await mem.set_state(mallory, s, {"step": 9})
+    assert a != m
+    assert [w.content for w in await mem.window(alice, s)] == ["secret plan"]
+    assert [w.content for w in await mem.window(mallory, s)] == ["let me in"]
+    assert (await mem.get_state(alice, s)).fields == {"step": 1}
+    assert await _jobs(mem) == 2
+    await mem.drain()
+    assert [f.content for f in await _ledger(mem, alice)] == ["secret plan"]
+    assert [f.content for f in await _ledger(mem, mallory)] == ["let me in"]
+
+
+async def _ledger(mem: AsyncMemory, user: str) -> list[LedgerMessage]:
+    async with mem.sessions() as sess:
+        return [
+            m
+            for sid in await ledger.sessions_of(sess, user)
+            for m in await ledger.recent_messages(sess, user, sid, 100)
+        ]
 
 
 async def test_large_state_value_goes_to_database(mem: AsyncMemory) -> None:
@@ -188,7 +204,7 @@ async def test_large_state_value_goes_to_database(mem: AsyncMemory) -> None:
     state = await mem.get_state(u, s)
     ref = state.fields["tool_result"]
     assert set(ref) == {"$ref", "summary", "bytes"} and ref["bytes"] > 4096
-    raw = await mem.working.redis.hget(mem.working.keys.state(s), "tool_result")
+    raw = await mem.working.redis.hget(mem.working.keys.state(u, s), "tool_result")
     assert len(raw) < 600
     assert await mem.get_tool_result(u, ref["$ref"]) != ""
     assert json.loads(await mem.get_tool_result(u, ref["$ref"])) == big
@@ -224,8 +240,8 @@ async def test_unreachable_redis_is_a_clear_error(tmp_path: Path) -> None:
 # --- author names -----------------------------------------------------------------------
 
 
-async def _raw_window(mem: AsyncMemory, session: str) -> list[dict[str, str]]:
-    raw = await mem.working.redis.lrange(mem.working.keys.window(session), 0, -1)
+async def _raw_window(mem: AsyncMemory, user: str, session: str) -> list[dict[str, str]]:
+    raw = await mem.working.redis.lrange(mem.working.keys.window(user, session), 0, -1)
     return [json.loads(r) for r in raw]
 
 
@@ -244,7 +260,7 @@ async def test_name_is_stored_stripped_in_window_and_job(mem: AsyncMemory) -> No
         ("Joanna", "Nice!"),
         (None, "Noted."),
     ]
-    raw = await _raw_window(mem, s)
+    raw = await _raw_window(mem, u, s)
     assert raw[0]["name"] == "Tim"
     # An unnamed message is stored exactly as before names existed.
     assert "name" not in raw[2]
@@ -287,11 +303,11 @@ async def test_a_64_character_name_is_accepted(mem: AsyncMemory) -> None:
 async def test_bad_name_is_rejected_and_writes_nothing(mem: AsyncMemory, name: object) -> None:
     u, s = new_id("u"), new_id("s")
     await mem.remember(u, s, "user", "first")
-    before_window = await mem.working.redis.llen(mem.working.keys.window(s))
+    before_window = await mem.working.redis.llen(mem.working.keys.window(u, s))
     before_jobs = await _jobs(mem)
     with pytest.raises(InvalidContent, match="name"):
         await mem.remember(u, s, "user", "second", name=name)  # type: ignore[arg-type]
-    assert await mem.working.redis.llen(mem.working.keys.window(s)) == before_window == 1
+    assert await mem.working.redis.llen(mem.working.keys.window(u, s)) == before_window == 1
     assert await _jobs(mem) == before_jobs == 1
     assert (await mem.get_state(u, s)).turns == 1
 
@@ -299,8 +315,8 @@ async def test_bad_name_is_rejected_and_writes_nothing(mem: AsyncMemory, name: o
 async def test_window_entry_without_name_still_loads(mem: AsyncMemory) -> None:
     u, s = new_id("u"), new_id("s")
     old = {"msg_id": "m1", "user_id": u, "role": "user", "content": "old entry", "ts_ms": "1"}
-    await mem.working.redis.rpush(mem.working.keys.window(s), json.dumps(old))
-    await mem.working.redis.expire(mem.working.keys.window(s), 60)
+    await mem.working.redis.rpush(mem.working.keys.window(u, s), json.dumps(old))
+    await mem.working.redis.expire(mem.working.keys.window(u, s), 60)
     [m] = await mem.window(u, s)
     assert (m.msg_id, m.content, m.ts_ms, m.name) == ("m1", "old entry", 1, None)
 
@@ -313,6 +329,6 @@ async def test_window_rebuild_keeps_names(mem: AsyncMemory) -> None:
         WindowMessage("a", u, "user", "I moved to Lisbon.", 1000, "Tim"),
         WindowMessage("b", u, "assistant", "Noted.", 2000),
     ]
-    assert await mem.working.rebuild_window(u, s, rows)
+    assert await mem.working.repair_window(u, s, rows) == 2
     assert await mem.window(u, s) == rows
-    assert "name" not in (await _raw_window(mem, s))[1]
+    assert "name" not in (await _raw_window(mem, u, s))[1]

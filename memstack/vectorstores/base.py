@@ -67,6 +67,11 @@ class VectorStore(Protocol):
         way: every hit matched it when the store read it."""
         ...
 
+    async def get(self, ids: Sequence[str], *, scope: Mapping[str, MetaValue]) -> list[VectorHit]:
+        """The records of ``ids`` that exist and match ``scope``, with text and metadata
+        (score 1.0), in no particular order."""
+        ...
+
     async def delete(
         self, *, scope: Mapping[str, MetaValue], ids: Sequence[str] | None = None
     ) -> None: ...

@@ -182,6 +182,13 @@ class _Shard:
         self.large_scopes.clear()
         self.count_cache = None
 
+    def get(self, ids: list[str], pairs: Pairs) -> list[VectorHit]:
+        got = self.collection.get(ids=ids, where=_where(pairs), include=["metadatas", "documents"])
+        return [
+            VectorHit(id=i, text=doc or "", score=1.0, metadata=dict(meta or {}))
+            for i, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
+        ]
+
     def count(self, pairs: Pairs | None) -> int:
         if not pairs:
             return int(self.collection.count())
@@ -616,14 +623,30 @@ class ChromaStore:
                     self._shard(layout, i, create=False)
         return [shard for i in range(layout.count) if (shard := layout.shards.get(i))]
 
-    async def upsert(self, records: Sequence[VectorRecord]) -> None:
-        unique = unique_records(records, self.dim)
-        if not unique:
-            return
+    async def _on_layout(self, work: Callable[[_Layout], T], what: str) -> T:
+        """Run ``work`` on the open layout. A collection that another client dropped
+        and made again (``memstack reindex`` in another process) is opened anew and the
+        call retried once, instead of failing every call until a restart."""
         layout = await self._open()
+        try:
+            return await self._run(lambda: work(layout), what)
+        except StoreError as exc:
+            from chromadb.errors import NotFoundError
+
+            if not isinstance(exc.__cause__, NotFoundError):
+                raise
+            log.info("chroma collection %r was dropped elsewhere; reopening", self.collection_name)
+            if self._layout is layout:
+                self._forget_layout()
+            layout = await self._open()
+            return await self._run(lambda: work(layout), what)
+
+    def _groups(
+        self, layout: _Layout, records: Sequence[VectorRecord]
+    ) -> dict[int, list[VectorRecord]]:
+        """``records`` by the shard they belong in; every record is checked first."""
         groups: dict[int, list[VectorRecord]] = {}
-        for r in unique:
-            # Every record is checked before anything is written.
+        for r in records:
             index = 0
             if layout.count > 1:
                 assert layout.key is not None
@@ -635,14 +658,21 @@ class ChromaStore:
                     )
                 index = shard_of(value, layout.count)
             groups.setdefault(index, []).append(r)
+        return groups
 
-        def work() -> None:
-            for index, batch in groups.items():
+    async def upsert(self, records: Sequence[VectorRecord]) -> None:
+        unique = unique_records(records, self.dim)
+        if not unique:
+            return
+        self._groups(await self._open(), unique)  # refuse a bad record before any call
+
+        def work(layout: _Layout) -> None:
+            for index, batch in self._groups(layout, unique).items():
                 shard = self._shard(layout, index)
                 assert shard is not None
                 shard.upsert(batch)
 
-        await self._run(work, "upsert")
+        await self._on_layout(work, "upsert")
 
     async def search(
         self,
@@ -668,11 +698,10 @@ class ChromaStore:
         queries = [check_vector(v, self.dim) for v in vectors]
         if not queries:
             return []
-        layout = await self._open()
-        index = layout.route(pairs)
         limits = (self.brute_force_max, self.brute_force_share)
 
-        def work() -> list[list[VectorHit]]:
+        def work(layout: _Layout) -> list[list[VectorHit]]:
+            index = layout.route(pairs)
             if index is not None:
                 shard = self._shard(layout, index, create=False)
                 if shard is None:
@@ -691,7 +720,24 @@ class ChromaStore:
                 del hits[top_k:]
             return merged
 
-        return await self._run(work, "search")
+        return await self._on_layout(work, "search")
+
+    async def get(self, ids: Sequence[str], *, scope: Mapping[str, MetaValue]) -> list[VectorHit]:
+        pairs = tuple(conditions(scope, None))
+        if not ids:
+            return []
+        id_list = list(dict.fromkeys(ids))
+
+        def work(layout: _Layout) -> list[VectorHit]:
+            index = layout.route(pairs)
+            if index is None:
+                shards = self._existing_shards(layout)
+            else:
+                routed = self._shard(layout, index, create=False)
+                shards = [] if routed is None else [routed]
+            return [hit for shard in shards for hit in shard.get(id_list, pairs)]
+
+        return await self._on_layout(work, "get")
 
     async def delete(
         self, *, scope: Mapping[str, MetaValue], ids: Sequence[str] | None = None
@@ -699,11 +745,10 @@ class ChromaStore:
         pairs = tuple(conditions(scope, None))
         if ids is not None and not ids:
             return
-        layout = await self._open()
-        index = layout.route(pairs)
         id_list = list(ids) if ids is not None else None
 
-        def work() -> None:
+        def work(layout: _Layout) -> None:
+            index = layout.route(pairs)
             if index is None:
                 shards = self._existing_shards(layout)
             else:
@@ -712,21 +757,20 @@ class ChromaStore:
             for shard in shards:
                 shard.delete(id_list, pairs)
 
-        await self._run(work, "delete")
+        await self._on_layout(work, "delete")
 
     async def count(self, scope: Mapping[str, MetaValue] | None = None) -> int:
         """Number of vectors, all of them or those matching ``scope`` (stats, dry runs)."""
-        layout = await self._open()
         pairs = tuple(conditions(scope, None)) if scope else None
-        index = layout.route(pairs) if pairs else None
 
-        def work() -> int:
+        def work(layout: _Layout) -> int:
+            index = layout.route(pairs) if pairs else None
             if index is not None:
                 shard = self._shard(layout, index, create=False)
                 return 0 if shard is None else shard.count(pairs)
             return sum(shard.count(pairs) for shard in self._existing_shards(layout))
 
-        return await self._run(work, "count")
+        return await self._on_layout(work, "count")
 
     async def drop(self) -> None:
         """Delete the root and every shard (``memstack reindex``); the next use creates

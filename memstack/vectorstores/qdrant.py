@@ -17,10 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from memstack.errors import (
-    ConfigError,
-    ValidationError,
-)
+from memstack.errors import ConfigError, StoreError, ValidationError
 from memstack.vectorstores.base import HitFields, MetaValue, VectorHit, VectorRecord
 from memstack.vectorstores.filters import (
     check_schema,
@@ -101,6 +98,15 @@ def _is_unreachable(exc: BaseException) -> bool:
         return True
     # Another process holds the local folder's lock.
     return isinstance(exc, RuntimeError) and "already accessed" in str(exc)
+
+
+def _collection_missing(exc: BaseException | None) -> bool:
+    from qdrant_client.http.exceptions import UnexpectedResponse
+
+    if isinstance(exc, UnexpectedResponse):
+        return exc.status_code == 404
+    # Local mode says so with a ValueError.
+    return isinstance(exc, ValueError) and "not found" in str(exc).lower()
 
 
 def _filter(pairs: list[tuple[str, MetaValue]], ids: Sequence[str] | None = None) -> Any:
@@ -193,6 +199,14 @@ class QdrantStore:
             with shared.guard():
                 return fn(shared.client)
 
+        try:
+            return await self._wrap(call, what)
+        except StoreError as exc:
+            if not _collection_missing(exc.__cause__):
+                raise
+        # Another client dropped the collection (``memstack reindex`` in another
+        # process): make it again, as opening does, and retry once.
+        await self._wrap(lambda: self._create_or_check(shared), "open the collection")
         return await self._wrap(call, what)
 
     async def _wrap(self, call: Callable[[], T], what: str) -> T:
@@ -351,6 +365,25 @@ class QdrantStore:
                 )
             out.append(hits)
         return out
+
+    async def get(self, ids: Sequence[str], *, scope: Mapping[str, MetaValue]) -> list[VectorHit]:
+        flt = _filter(conditions(scope, None), ids)
+        if not ids:
+            return []
+
+        def work(client: Any) -> list[Any]:
+            points, _next = client.scroll(
+                self.collection_name, scroll_filter=flt, limit=len(ids), with_payload=True
+            )
+            return list(points)
+
+        hits = []
+        for point in await self._run(work, "get"):
+            payload = dict(point.payload or {})
+            record_id = str(payload.pop(ID_KEY, point.id))
+            text = str(payload.pop(TEXT_KEY, ""))
+            hits.append(VectorHit(id=record_id, text=text, score=1.0, metadata=payload))
+        return hits
 
     async def delete(
         self, *, scope: Mapping[str, MetaValue], ids: Sequence[str] | None = None
