@@ -5,7 +5,8 @@
    rewrite of it) with a hard ``user_id`` filter, BM25 over the ledger, and the session
    knowledge cache when a knowledge base is configured. A store that fails or times out
    leaves its layer empty and named in ``degraded``; the call still answers.
-2. An empty window of a known session is rebuilt from the ledger (Redis lost it).
+2. A window not known to hold the session's history (Redis lost or expired it) is repaired
+   from the ledger.
 3. Candidates are scored (:mod:`memstack.ranking`).
 4. Filters, each recorded in the manifest (:mod:`memstack.manifest`): in the window;
    below the distance threshold; carrying a superseded fact value (§5.1); a
