@@ -8,7 +8,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from sqlalchemy import text
 
-from memstack import db
+from memstack import db, home
 from memstack.settings import Settings
 from memstack.stores import create_redis, redis_info
 
@@ -154,9 +154,16 @@ async def _vectors(settings: Settings, which: str) -> Check:
 
 
 async def run_checks(settings: Settings) -> list[Check]:
-    return [
-        await _redis(settings),
-        await _database(settings),
-        await _vectors(settings, "memory"),
-        await _vectors(settings, "kb"),
-    ]
+    checks = [await _redis(settings), await _database(settings)]
+    # Opening an embedded vector store another process holds would disturb it (or be
+    # refused): say who holds the home instead.
+    holder = home.holder(settings.home)
+    for which, url in (("memory", settings.vector_url), ("kb", settings.kb_url)):
+        if holder is not None and not url:
+            name = "vectors" if which == "memory" else "knowledge base"
+            kind = settings.vector_store if which == "memory" else settings.kb_store
+            detail = f"{settings.home} is in use by {holder}; not opened"
+            checks.append(Check(name, f"{kind} embedded", True, detail, "in use"))
+        else:
+            checks.append(await _vectors(settings, which))
+    return checks

@@ -30,6 +30,25 @@ FIX = (
 )
 
 
+def holder(home: Path) -> str | None:
+    """Who holds ``home`` if another process does (for ``memstack doctor``), else None."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    key = home.resolve()
+    if key in _held or not (key / ".lock").exists():
+        return None
+    with open(key / ".lock", "a+", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            return handle.read().strip() or "another process"
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return None
+
+
 def claim(home: Path) -> None:
     """Hold ``home`` for this process (a no-op if it already does)."""
     try:

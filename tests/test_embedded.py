@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from memstack import redis_layout
+from memstack import doctor, redis_layout
 from memstack.errors import HomeInUse, SchemaMismatch
 from memstack.keys import Keys
 from memstack.memory import AsyncMemory
@@ -93,6 +93,11 @@ async def test_messages_survive_a_kill_one_second_later_and_a_second_process_is_
             await AsyncMemory.open(settings)
         message = str(refused.value)
         assert f"process {proc.pid}" in message and "MEMSTACK_REDIS_URL" in message
+        # doctor says who holds the home rather than opening its stores under it.
+        checks = {c.store: c for c in await doctor.run_checks(settings)}
+        assert checks["vectors"].label == "in use" and f"process {proc.pid}" in (
+            checks["vectors"].detail
+        )
         await asyncio.sleep(1)
     finally:
         proc.send_signal(signal.SIGKILL)
