@@ -30,13 +30,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.exceptions import HTTPException
 
 from memstack import metrics
-from memstack.errors import (
-    MemstackError,
-    NotFound,
-    SessionOwnershipError,
-    StoreUnavailable,
-    ValidationError,
-)
+from memstack.errors import MemstackError, NotFound, StoreUnavailable, ValidationError
 from memstack.knowledge_base import DEFAULT_NAMESPACE, Document
 from memstack.memory import AsyncMemory
 from memstack.schemas import (
@@ -70,9 +64,8 @@ log = logging.getLogger("memstack.api")
 
 # --- errors ----------------------------------------------------------------------------------
 
-# First match wins: SessionOwnershipError is a ValidationError but means "not yours".
+# First match wins.
 STATUS_OF: tuple[tuple[type[MemstackError], int], ...] = (
-    (SessionOwnershipError, 403),
     (ValidationError, 422),
     (NotFound, 404),
     (StoreUnavailable, 503),
@@ -205,7 +198,7 @@ async def health(mem: AsyncMemory) -> HealthOut:
 
 SESSION = "/users/{user_id}/sessions/{session_id}"
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorOut} for code in (401, 403, 404, 422, 500, 503)
+    code: {"model": ErrorOut} for code in (401, 404, 422, 500, 503)
 }
 v1 = APIRouter(prefix="/v1", responses=ERRORS)
 

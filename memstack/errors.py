@@ -32,10 +32,6 @@ class InvalidContent(ValidationError):
     """Message content is empty, oversized, or the role is unknown."""
 
 
-class SessionOwnershipError(ValidationError):
-    """The record asked for belongs to another user; nothing was read or written."""
-
-
 class StoreError(MemstackError):
     """A backing store failed."""
 

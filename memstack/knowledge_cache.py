@@ -216,10 +216,6 @@ def _check_locale(locale: str) -> str:
     return locale
 
 
-def _text(v: bytes | str) -> str:
-    return v.decode() if isinstance(v, bytes) else v
-
-
 class KnowledgeCache:
     """Level 1 in Redis plus a Level-2 search; see the module docstring."""
 
