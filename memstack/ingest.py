@@ -32,7 +32,7 @@ from memstack.ledger import LedgerMessage
 from memstack.queue import Job, accepted_at
 from memstack.settings import Settings
 from memstack.summary import classify_topic, topic_code
-from memstack.vectorstores.base import MetaValue, VectorRecord, VectorStore
+from memstack.vectorstores.base import MetaValue, VectorHit, VectorRecord, VectorStore
 from memstack.working_memory import ROLES, validate_name
 
 log = logging.getLogger("memstack.ingest")
@@ -69,6 +69,39 @@ def message_from_job(job: Job) -> LedgerMessage:
 
 def _count(value: MetaValue | None, *, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _changed(records: Sequence[VectorRecord], stored: dict[str, VectorHit]) -> list[VectorRecord]:
+    """The records the store does not hold as they are."""
+    out = []
+    for r in records:
+        hit = stored.get(r.id)
+        if hit is None or hit.text != r.text or dict(hit.metadata) != dict(r.metadata):
+            out.append(r)
+    return out
+
+
+def _stale(
+    derivation: units.Derivation,
+    records: Sequence[VectorRecord],
+    stored: dict[str, VectorHit],
+) -> dict[str, list[str]]:
+    """Chunk ids to delete, by user: those of messages no longer heads, and those past
+    the new end of a unit that shrank. What each id held before is read from its first
+    chunk's ``chunk_count`` (chunks written before it was recorded count as one)."""
+    new_count: dict[str, int] = defaultdict(int)
+    for r in records:
+        if r.metadata.get("source_layer") == "dialogue":
+            new_count[str(r.metadata["msg_id"])] += 1
+    owners = {**derivation.absorbed, **{h: u.head for h, u in derivation.units.items()}}
+    stale: dict[str, list[str]] = defaultdict(list)
+    for msg_id, m in owners.items():
+        first = stored.get(chunk_id(msg_id, 0))
+        if first is None:
+            continue
+        old = _count(first.metadata.get("chunk_count"), default=new_count[msg_id] or 1)
+        stale[m.user_id] += [chunk_id(msg_id, i) for i in range(new_count[msg_id], old)]
+    return {user: ids for user, ids in stale.items() if ids}
 
 
 @dataclass
@@ -118,16 +151,20 @@ class Ingestor:
     async def _vectors(
         self, messages: Sequence[LedgerMessage], inferred: Sequence[VectorRecord]
     ) -> int:
-        """Store the chunks of every unit ``messages`` make or change, and ``inferred``.
+        """Store the chunks of every unit ``messages`` make or change, and ``inferred``;
+        returns how many were written.
 
-        The units are derived and embedded first without locks, then derived again under
-        the session locks, where only text that changed meanwhile is embedded: the locks
-        are held for a few reads and the writes, not for the model."""
+        The units that hold the new messages are derived and embedded first, without
+        locks; then, under the session locks, every unit they may have changed is
+        derived again, what the store does not already hold as derived is embedded (if
+        not yet) and written, and stale chunks are deleted. The locks are held for a
+        few reads and the writes, seldom for the model."""
         if not messages:
             return 0
         async with self.sessions() as s:
             draft = await units.around(s, messages)
-        cache = await self._embed({r.text for r in self._unit_records(draft)})
+        touched = [draft.units[h] for h in draft.touched if h in draft.units]
+        cache = await self._embed({r.text for u in touched for r in self.unit_records(u)})
         users = {m.user_id for m in messages}
         async with self.sessions.begin() as s:
             marks = await erasure.hold_users(s, users)
@@ -137,12 +174,29 @@ class Ingestor:
             alive = {m.msg_id for m in live}
             records = self._unit_records(derivation)
             records += [r for r in inferred if r.metadata["msg_id"] in alive]
-            cache.update(await self._embed({r.text for r in records} - cache.keys()))
-            stale = await self._stale(derivation, records)
-            await self.vectors.upsert([self._with_vector(r, cache) for r in records])
-            for user_id, ids in stale.items():
+            stored = await self._stored(derivation, records)
+            changed = _changed(records, stored)
+            cache.update(await self._embed({r.text for r in changed} - cache.keys()))
+            await self.vectors.upsert([self._with_vector(r, cache) for r in changed])
+            for user_id, ids in _stale(derivation, records, stored).items():
                 await self.vectors.delete(scope={"user_id": user_id}, ids=ids)
-        return len(records)
+        return len(changed)
+
+    async def _stored(
+        self, derivation: units.Derivation, records: Sequence[VectorRecord]
+    ) -> dict[str, VectorHit]:
+        """What the store holds under the records' ids and the first chunk id of every
+        absorbed message, by id."""
+        wanted: dict[str, list[str]] = defaultdict(list)
+        for r in records:
+            wanted[str(r.metadata["user_id"])].append(r.id)
+        for m in derivation.absorbed.values():
+            wanted[m.user_id].append(chunk_id(m.msg_id, 0))
+        found: dict[str, VectorHit] = {}
+        for user_id, ids in wanted.items():
+            for hit in await self.vectors.get(ids, scope={"user_id": user_id}):
+                found[hit.id] = hit
+        return found
 
     async def _embed(self, texts: set[str]) -> dict[str, Sequence[float]]:
         ordered = sorted(texts)
@@ -182,32 +236,6 @@ class Ingestor:
             meta["chunk_count"] = len(pieces)
             out.append(VectorRecord(chunk_id(unit.head.msg_id, idx), text, (), meta))
         return out
-
-    async def _stale(
-        self, derivation: units.Derivation, records: Sequence[VectorRecord]
-    ) -> dict[str, list[str]]:
-        """Chunk ids to delete, by user: those of messages no longer heads, and those
-        past the new end of a unit that shrank. What each id held before is read from
-        its first chunk's ``chunk_count``."""
-        new_count: dict[str, int] = defaultdict(int)
-        for r in records:
-            if r.metadata.get("source_layer") == "dialogue":
-                new_count[str(r.metadata["msg_id"])] += 1
-        probes: dict[str, list[str]] = defaultdict(list)
-        owners = {**derivation.absorbed, **{h: u.head for h, u in derivation.units.items()}}
-        for msg_id, m in owners.items():
-            probes[m.user_id].append(chunk_id(msg_id, 0))
-        stale: dict[str, list[str]] = {}
-        for user_id, ids in probes.items():
-            found = await self.vectors.get(ids, scope={"user_id": user_id})
-            drop = []
-            for hit in found:
-                msg_id = str(hit.metadata.get("msg_id", ""))
-                old = _count(hit.metadata.get("chunk_count"), default=new_count[msg_id] or 1)
-                drop += [chunk_id(msg_id, i) for i in range(new_count[msg_id], old)]
-            if drop:
-                stale[user_id] = drop
-        return stale
 
     def _metadata(
         self, head: LedgerMessage, idx: int, layer: str, msg_ids: Sequence[str]

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import delete, func, select, tuple_
+from sqlalchemy import CompoundSelect, bindparam, delete, func, literal, select, tuple_, union_all
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -117,31 +118,76 @@ async def messages_before(
     return [_from_row(r) for r in reversed(rows)]
 
 
-async def around(
-    session: AsyncSession, m: LedgerMessage, radius: int
-) -> tuple[list[LedgerMessage], int]:
-    """Up to ``radius`` messages of ``m``'s session before it, ``m``, and up to
-    ``radius`` after it, in ledger order; and ``m``'s index in that list (-1 when ``m``
-    is not in the ledger). Fewer than ``radius`` on a side means the session ends there."""
-    order = (MessageRow.created_at, MessageRow.msg_id)
-    same = (MessageRow.user_id == m.user_id, MessageRow.session_id == m.session_id)
-    key = tuple_(m.created_at, m.msg_id)
-    before = (
-        await session.scalars(
-            select(MessageRow)
-            .where(*same, tuple_(*order) <= key)
-            .order_by(MessageRow.created_at.desc(), MessageRow.msg_id.desc())
-            .limit(radius + 1)
-        )
-    ).all()
-    after = (
-        await session.scalars(
-            select(MessageRow).where(*same, tuple_(*order) > key).order_by(*order).limit(radius)
-        )
-    ).all()
-    rows = [_from_row(r) for r in reversed(before)] + [_from_row(r) for r in after]
-    found = bool(before) and before[0].msg_id == m.msg_id
-    return rows, (len(before) - 1 if found else -1)
+@dataclass(frozen=True)
+class Slice:
+    """Consecutive messages of one session in ledger order, and whether they reach the
+    session's first and last message."""
+
+    rows: list[LedgerMessage]
+    from_start: bool
+    to_end: bool
+
+
+def _around_statement() -> CompoundSelect[Any]:
+    """Rows of one session before a (time, id) key, newest first, then rows after it,
+    oldest first: one round trip, plain columns (no ORM objects), built once."""
+    same = (
+        MessageRow.user_id == bindparam("user_id"),
+        MessageRow.session_id == bindparam("session_id"),
+    )
+    order = tuple_(MessageRow.created_at, MessageRow.msg_id)
+    key = tuple_(bindparam("at", type_=MessageRow.created_at.type), bindparam("msg_id"))
+    head = (
+        select(*_COLUMNS, literal(0).label("side"))
+        .where(*same, order <= key)
+        .order_by(MessageRow.created_at.desc(), MessageRow.msg_id.desc())
+        .limit(bindparam("before"))
+        .subquery()
+    )
+    tail = (
+        select(*_COLUMNS, literal(1).label("side"))
+        .where(*same, order > key)
+        .order_by(MessageRow.created_at, MessageRow.msg_id)
+        .limit(bindparam("after"))
+        .subquery()
+    )
+    return union_all(select(head), select(tail))
+
+
+_COLUMNS = (
+    MessageRow.msg_id,
+    MessageRow.user_id,
+    MessageRow.session_id,
+    MessageRow.role,
+    MessageRow.content,
+    MessageRow.created_at,
+    MessageRow.name,
+    MessageRow.accepted_at,
+)
+_AROUND = _around_statement()
+
+
+async def around(session: AsyncSession, m: LedgerMessage, *, before: int, after: int) -> Slice:
+    """Up to ``before`` messages of ``m``'s session before it, ``m`` itself (if in the
+    ledger), and up to ``after`` messages after it."""
+    result = await session.execute(
+        _AROUND,
+        {
+            "user_id": m.user_id,
+            "session_id": m.session_id,
+            "at": m.created_at,
+            "msg_id": m.msg_id,
+            "before": before + 1,
+            "after": after,
+        },
+    )
+    head: list[LedgerMessage] = []
+    tail: list[LedgerMessage] = []
+    for *fields, side in result:
+        (tail if side else head).append(LedgerMessage(*fields))
+    head.sort(key=lambda x: (x.created_at, x.msg_id))
+    tail.sort(key=lambda x: (x.created_at, x.msg_id))
+    return Slice(head + tail, from_start=len(head) <= before, to_end=len(tail) < after)
 
 
 async def all_sessions(session: AsyncSession) -> list[tuple[str, str]]:

@@ -27,6 +27,8 @@ from memstack.ledger import LedgerMessage
 # Rows read on each side of a new message: its own range of heads (UNIT_LOOKBACK each
 # way) plus the lookback of the first of them and the replies of the last.
 RADIUS = 2 * UNIT_LOOKBACK
+# Extra rows read after a message, for the messages of the same batch that follow it.
+SPAN = 32
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,9 @@ class Derivation:
     # Messages that are members of another message's unit: any chunk under their own
     # id is left from when they were not.
     absorbed: dict[str, LedgerMessage] = field(default_factory=dict)
+    # Heads of the units that hold the new messages themselves: the ones that changed
+    # for sure (the others mostly did not).
+    touched: set[str] = field(default_factory=set)
 
 
 def _chat(m: LedgerMessage) -> ChatMessage:
@@ -67,6 +72,8 @@ def _add(derivation: Derivation, rows: list[LedgerMessage], at: int) -> None:
     low, high = at - UNIT_LOOKBACK, at + UNIT_LOOKBACK
     index = {m.msg_id: i for i, m in enumerate(rows)}
     for unit in units_of(rows):
+        if any(m.msg_id == rows[at].msg_id for m in unit.members):
+            derivation.touched.add(unit.head.msg_id)
         if low <= index[unit.head.msg_id] <= high:
             derivation.units[unit.head.msg_id] = unit
             for m in unit.members[1:]:
@@ -76,17 +83,40 @@ def _add(derivation: Derivation, rows: list[LedgerMessage], at: int) -> None:
                 derivation.absorbed[m.msg_id] = m
 
 
+def _covers(piece: ledger.Slice, m: LedgerMessage) -> int | None:
+    """``m``'s index in ``piece`` if the piece holds RADIUS rows on each side of it (or
+    the session ends first), else None."""
+    at = next((i for i, x in enumerate(piece.rows) if x.msg_id == m.msg_id), None)
+    if at is None:
+        return None
+    if (at >= RADIUS or piece.from_start) and (len(piece.rows) - 1 - at >= RADIUS or piece.to_end):
+        return at
+    return None
+
+
 async def around(s: AsyncSession, messages: Sequence[LedgerMessage]) -> Derivation:
-    """The units that ``messages`` (already in the ledger) make or change."""
+    """The units that ``messages`` (already in the ledger) make or change.
+
+    The messages of one batch are mostly consecutive in their session, so one read of
+    the ledger serves many of them: each read takes RADIUS rows before a message and
+    RADIUS + SPAN after it, and the messages it covers need no read of their own."""
     derivation = Derivation()
-    done: set[str] = set()
-    for m in messages:
-        if m.msg_id in done:
-            continue
-        done.add(m.msg_id)
-        rows, at = await ledger.around(s, m, RADIUS)
-        if at >= 0:
-            _add(derivation, rows, at)
+    read: dict[tuple[str, str], list[ledger.Slice]] = {}
+    ordered = sorted(
+        {m.msg_id: m for m in messages}.values(), key=lambda m: (m.created_at, m.msg_id)
+    )
+    for m in ordered:
+        pieces = read.setdefault((m.user_id, m.session_id), [])
+        for piece in pieces:
+            at = _covers(piece, m)
+            if at is not None:
+                break
+        else:
+            piece = await ledger.around(s, m, before=RADIUS, after=RADIUS + SPAN)
+            pieces.append(piece)
+            at = _covers(piece, m)
+        if at is not None:  # None: the message is not in the ledger (erased)
+            _add(derivation, piece.rows, at)
     # A message can be a head in one neighbourhood's view and absorbed in none: only
     # heads of no unit are stale.
     for head in derivation.units:

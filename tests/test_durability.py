@@ -32,10 +32,13 @@ T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 
 
 async def dialogue_chunks(mem: AsyncMemory, user: str) -> dict[str, dict[str, Any]]:
-    """Every dialogue chunk of ``user``: id -> text, members, chunk count."""
+    """Every dialogue chunk of ``user`` stored under one of its messages' ids (the first
+    few pieces of each), read by id: a search would be approximate."""
+    async with mem.sessions() as s:
+        msg_ids = list(await s.scalars(select(MessageRow.msg_id).where(MessageRow.user_id == user)))
     store = await mem.memory_vectors()
-    [probe] = await mem.embedder.embed(["anything"])
-    hits = await store.search(probe, scope={"user_id": user}, top_k=5000)
+    ids = [f"{m}#{i}" for m in msg_ids for i in range(4)]
+    hits = await store.get(ids, scope={"user_id": user}) if ids else []
     return {
         h.id: {
             "text": h.text,

@@ -183,11 +183,15 @@ class _Shard:
         self.count_cache = None
 
     def get(self, ids: list[str], pairs: Pairs) -> list[VectorHit]:
-        got = self.collection.get(ids=ids, where=_where(pairs), include=["metadatas", "documents"])
-        return [
-            VectorHit(id=i, text=doc or "", score=1.0, metadata=dict(meta or {}))
-            for i, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
-        ]
+        # By id alone, then the scope in Python: with a where, Chroma would evaluate the
+        # filter over every row of the collection.
+        got = self.collection.get(ids=ids, include=["metadatas", "documents"])
+        hits = []
+        for i, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
+            metadata = dict(meta or {})
+            if all(metadata.get(key) == value for key, value in pairs):
+                hits.append(VectorHit(id=i, text=doc or "", score=1.0, metadata=metadata))
+        return hits
 
     def count(self, pairs: Pairs | None) -> int:
         if not pairs:
