@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memstack.cli import app
-from tests.faults.harness import RedisInstance
+from tests.faults.servers import RedisInstance
 
 runner = CliRunner()
 
