@@ -99,25 +99,6 @@ async def recent_messages(
     return [_from_row(r) for r in reversed(rows)]
 
 
-async def messages_before(
-    session: AsyncSession, user_id: str, session_id: str, *, until: datetime, limit: int
-) -> list[LedgerMessage]:
-    """The session's last ``limit`` messages at or before ``until``, in ledger order."""
-    rows = (
-        await session.scalars(
-            select(MessageRow)
-            .where(
-                MessageRow.user_id == user_id,
-                MessageRow.session_id == session_id,
-                MessageRow.created_at <= until,
-            )
-            .order_by(MessageRow.created_at.desc(), MessageRow.msg_id.desc())
-            .limit(limit)
-        )
-    ).all()
-    return [_from_row(r) for r in reversed(rows)]
-
-
 @dataclass(frozen=True)
 class Slice:
     """Consecutive messages of one session in ledger order, and whether they reach the
@@ -214,36 +195,6 @@ async def session_page(
 
 async def count_all(session: AsyncSession) -> int:
     return int(await session.scalar(select(func.count()).select_from(MessageRow)) or 0)
-
-
-async def session_known(session: AsyncSession, user_id: str, session_id: str) -> bool:
-    found = await session.scalar(
-        select(MessageRow.msg_id)
-        .where(MessageRow.user_id == user_id, MessageRow.session_id == session_id)
-        .limit(1)
-    )
-    return found is not None
-
-
-async def session_owner(session: AsyncSession, session_id: str) -> str | None:
-    return await session.scalar(
-        select(MessageRow.user_id).where(MessageRow.session_id == session_id).limit(1)
-    )
-
-
-async def messages_by_ids(
-    session: AsyncSession, user_id: str, msg_ids: Sequence[str]
-) -> list[LedgerMessage]:
-    if not msg_ids:
-        return []
-    rows = (
-        await session.scalars(
-            select(MessageRow).where(
-                MessageRow.user_id == user_id, MessageRow.msg_id.in_(list(msg_ids))
-            )
-        )
-    ).all()
-    return [_from_row(r) for r in rows]
 
 
 async def sessions_of(session: AsyncSession, user_id: str) -> list[str]:

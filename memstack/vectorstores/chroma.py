@@ -733,15 +733,19 @@ class ChromaStore:
         id_list = list(dict.fromkeys(ids))
 
         def work(layout: _Layout) -> list[VectorHit]:
-            index = layout.route(pairs)
-            if index is None:
-                shards = self._existing_shards(layout)
-            else:
-                routed = self._shard(layout, index, create=False)
-                shards = [] if routed is None else [routed]
+            shards = self._scoped_shards(layout, pairs)
             return [hit for shard in shards for hit in shard.get(id_list, pairs)]
 
         return await self._on_layout(work, "get")
+
+    def _scoped_shards(self, layout: _Layout, pairs: Pairs) -> list[_Shard]:
+        """The existing shards that may hold records matching ``pairs``: the routed one,
+        or all of them when the filter does not name the shard key."""
+        index = layout.route(pairs)
+        if index is None:
+            return self._existing_shards(layout)
+        routed = self._shard(layout, index, create=False)
+        return [] if routed is None else [routed]
 
     async def delete(
         self, *, scope: Mapping[str, MetaValue], ids: Sequence[str] | None = None
@@ -752,13 +756,7 @@ class ChromaStore:
         id_list = list(ids) if ids is not None else None
 
         def work(layout: _Layout) -> None:
-            index = layout.route(pairs)
-            if index is None:
-                shards = self._existing_shards(layout)
-            else:
-                routed = self._shard(layout, index, create=False)
-                shards = [] if routed is None else [routed]
-            for shard in shards:
+            for shard in self._scoped_shards(layout, pairs):
                 shard.delete(id_list, pairs)
 
         await self._on_layout(work, "delete")
