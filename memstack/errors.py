@@ -32,6 +32,11 @@ class InvalidContent(ValidationError):
     """Message content is empty, oversized, or the role is unknown."""
 
 
+class Conflict(ValidationError):
+    """The call contradicts what is stored (a ``msg_id`` retried with other content);
+    nothing was written."""
+
+
 class StoreError(MemstackError):
     """A backing store failed."""
 

@@ -73,6 +73,20 @@ class Settings(BaseSettings):
     store_timeout_s: float = Field(
         default=2.0, gt=0, description="Per-store timeout on the read path (ours)."
     )
+    redis_max_connections: int = Field(
+        default=64,
+        gt=0,
+        le=10000,
+        description="Redis connections per process (ours); a call past them waits up to "
+        "store_timeout_s for one instead of failing.",
+    )
+    db_pool_size: int = Field(
+        default=10,
+        gt=0,
+        le=1000,
+        description="PostgreSQL connections per process (ours), plus as many again at peaks; "
+        "a call past them waits up to store_timeout_s for one.",
+    )
 
     # --- models -------------------------------------------------------------------
     embedder: Literal["minilm", "bge-small", "openai", "hashing"] = Field(
@@ -134,6 +148,28 @@ class Settings(BaseSettings):
     )
     large_value_bytes: int = Field(
         default=4096, gt=0, description="State values above this go to PostgreSQL (seed §6.1)."
+    )
+    max_state_value_bytes: int = Field(
+        default=1048576,
+        gt=0,
+        description="Largest accepted task-state value (UTF-8 bytes of its JSON; ours).",
+    )
+    max_document_bytes: int = Field(
+        default=262144,
+        gt=0,
+        description="Largest accepted knowledge-base document (UTF-8 bytes; ours).",
+    )
+    max_body_bytes: int = Field(
+        default=1048576,
+        gt=0,
+        description="Largest HTTP request body the API reads (ours); larger ones get 413 "
+        "before they are read.",
+    )
+    max_fact_value_bytes: int = Field(
+        default=2048,
+        gt=0,
+        description="Largest fact value (UTF-8 bytes of its JSON; ours): an extractor's value "
+        "beyond it is dropped, a value written by hand refused.",
     )
 
     # --- ingest (seed 002 §3) -------------------------------------------------------
