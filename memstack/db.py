@@ -13,7 +13,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.exc import InterfaceError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -50,7 +50,13 @@ def sync_url(settings: Settings) -> str:
         settings.home.mkdir(parents=True, exist_ok=True)
         return f"sqlite:///{(settings.home / 'memstack.db').resolve()}"
     assert settings.database_url is not None
-    url = make_url(settings.database_url)
+    try:
+        url = make_url(settings.database_url)
+    except ArgumentError:
+        raise ConfigError(
+            "MEMSTACK_DATABASE_URL is not a database URL "
+            "(expected postgresql://user@host:5432/db or sqlite:///path)"
+        ) from None
     if url.drivername in ("postgresql", "postgres", "postgresql+psycopg2", "postgresql+asyncpg"):
         url = url.set(drivername="postgresql+psycopg")
     elif url.drivername == "sqlite+aiosqlite":
@@ -85,7 +91,15 @@ def create_engine(settings: Settings) -> AsyncEngine:
         engine = create_async_engine(url)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
-    return create_async_engine(url, pool_size=10, max_overflow=10, pool_pre_ping=True)
+    # Past pool_size + max_overflow a call waits for a connection (back-pressure) rather
+    # than failing at once.
+    return create_async_engine(
+        url,
+        pool_size=settings.db_pool_size,
+        max_overflow=settings.db_pool_size,
+        pool_timeout=settings.store_timeout_s,
+        pool_pre_ping=True,
+    )
 
 
 def alembic_config(url: str) -> Config:

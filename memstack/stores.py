@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.exceptions import RedisError
 
 from memstack.errors import StoreUnavailable
@@ -20,11 +20,16 @@ def create_redis(settings: Settings) -> Redis:
     an in-process worker see the same data.
     """
     if settings.redis_url:
-        return Redis.from_url(
+        # A blocking pool: a call past max_connections waits for a free connection (up to
+        # store_timeout_s) instead of failing with "Too many connections".
+        pool = BlockingConnectionPool.from_url(
             settings.redis_url,
+            max_connections=settings.redis_max_connections,
+            timeout=settings.store_timeout_s,
             socket_timeout=settings.store_timeout_s,
             socket_connect_timeout=settings.store_timeout_s,
         )
+        return Redis.from_pool(pool)  # owns the pool: aclose() closes it
     import fakeredis
 
     global _fake_server
