@@ -8,7 +8,7 @@ stays a single Redis round trip from a cold start.
 from __future__ import annotations
 
 import asyncio
-import json
+import math
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -21,11 +21,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from memstack import db, erasure, home, ledger, maintenance, redis_layout
 from memstack import facts as fact_store
 from memstack.embedders import Embedder, build_embedder, prepare_queries
-from memstack.errors import NotFound, StoreUnavailable
+from memstack.errors import NotFound, StoreUnavailable, ValidationError
 from memstack.extraction import build_extractor
 from memstack.facts import StoredFact
 from memstack.ids import validate_id
 from memstack.ingest import Ingestor
+from memstack.inputs import check_json, check_text
 from memstack.journal import Journal
 from memstack.keys import Keys
 from memstack.knowledge_base import (
@@ -61,15 +62,33 @@ from memstack.working_memory import (
 Timestamp = datetime | float | int
 
 
+# How far ahead of the clock a message's ts may be: clock skew between the caller and
+# memstack, not messages dated next year.
+MAX_FUTURE_S = 86400
+
+
 def to_ms(ts: Timestamp | None) -> int:
     """Epoch milliseconds of a datetime (aware), epoch seconds, or now."""
     if ts is None:
         return int(time.time() * 1000)
     if isinstance(ts, datetime):
         if ts.tzinfo is None:
-            raise ValueError("ts must be timezone-aware")
+            raise ValidationError("a time must be timezone-aware (a naive datetime is ambiguous)")
         return int(ts.timestamp() * 1000)
+    if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts):
+        raise ValidationError(f"a time must be a datetime or epoch seconds, got {ts!r}")
     return int(float(ts) * 1000)
+
+
+def message_time_ms(ts: Timestamp | None) -> int:
+    """A message's time in epoch milliseconds: after 1970, at most a day ahead of now."""
+    ms = to_ms(ts)
+    if not 0 <= ms <= (time.time() + MAX_FUTURE_S) * 1000:
+        raise ValidationError(
+            f"ts {datetime.fromtimestamp(ms / 1000, tz=UTC) if ms >= 0 else ms} is out of range: "
+            "a message's time lies between 1970 and a day from now"
+        )
+    return ms
 
 
 def from_ms(ms: int) -> datetime:
@@ -261,6 +280,8 @@ class AsyncMemory:
     async def fact_history(self, user_id: str, key: str | None = None) -> list[StoredFact]:
         """Every value a fact ever had, current and superseded, oldest first."""
         validate_id("user_id", user_id)
+        if key is not None:
+            validate_id("key", key)
         async with db.guarded("fact history"), self.sessions() as s:
             return await fact_store.fact_history(s, user_id, key)
 
@@ -331,7 +352,7 @@ class AsyncMemory:
         validate_id("session_id", session_id)
         validate_message(self.settings, role, content)
         author = validate_name(name)
-        ts_ms = to_ms(ts)
+        ts_ms = message_time_ms(ts)
         result = await self.working.append(
             user_id=user_id,
             session_id=session_id,
@@ -361,6 +382,9 @@ class AsyncMemory:
         a window Redis lost is rebuilt from the ledger first."""
         validate_id("user_id", user_id)
         validate_id("session_id", session_id)
+        limit = self.settings.window_max_messages
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or not 0 < n <= limit):
+            raise ValidationError(f"n must be a whole number from 1 to {limit}, got {n!r}")
         messages, _repaired = await self.recall.window(user_id, session_id, n)
         return messages
 
@@ -371,9 +395,17 @@ class AsyncMemory:
         """
         validate_id("user_id", user_id)
         validate_id("session_id", session_id)
+        if not isinstance(values, Mapping):
+            raise ValidationError(f"state values must be a mapping, got {type(values).__name__}")
+        encoded_values: dict[str, str] = {}
+        for field, value in values.items():  # all checked before anything is written
+            check_text("state field name", field, max_bytes=256)
+            kind = f"state field {field!r}"
+            encoded = check_json(kind, value, max_bytes=self.settings.max_state_value_bytes)
+            encoded_values[field] = value if isinstance(value, str) else encoded
         stored: dict[str, Any] = {}
         for field, value in values.items():
-            encoded = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            encoded = encoded_values[field]
             size = len(encoded.encode("utf-8"))
             if size > self.settings.large_value_bytes:
                 ref = await self._store_large(user_id, session_id, str(field), encoded, size)
@@ -390,6 +422,7 @@ class AsyncMemory:
     async def get_tool_result(self, user_id: str, ref: str) -> str:
         """The full content behind a ``$ref`` left in the state hash."""
         validate_id("user_id", user_id)
+        validate_id("ref", ref)
         async with db.guarded("tool result"), self.sessions() as s:
             row = await s.scalar(
                 select(ToolResultRow).where(
@@ -523,13 +556,14 @@ class AsyncMemory:
         """The assembled context for ``query`` (seed 002 §4): ``text``, chat ``messages``,
         the sections, and a manifest of every item considered. ``now`` (default: the
         clock) fixes recency and relative ages, so a call can be reproduced."""
-        when = from_ms(to_ms(now)) if now is not None else None
+        # Passed on as given: an aware datetime keeps its time zone, in which "yesterday"
+        # or "上周" are read.
         return await self.recall.context(
             user_id,
             session_id,
             query,
             budget_tokens=budget_tokens,
-            now=when,
+            now=now,
             locale=locale,
             system=system,
         )

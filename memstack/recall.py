@@ -73,6 +73,7 @@ from memstack.errors import (
 )
 from memstack.facts import StoredFact
 from memstack.ids import msg_id_of_chunk, validate_id
+from memstack.inputs import check_text
 from memstack.lexical import LexicalHit, Rewrite, rewrite_query
 from memstack.manifest import (
     BELOW_THRESHOLD,
@@ -504,7 +505,7 @@ class Recall:
         started = time.perf_counter()
         validate_id("user_id", user_id)
         validate_id("session_id", session_id)
-        if not isinstance(query, str) or not query.strip():
+        if not check_text("query", query, max_bytes=self.settings.max_message_bytes).strip():
             raise InvalidContent("query must be a non-empty string")
         query = query.strip()
         labels = labels_for(locale or self.settings.locale)

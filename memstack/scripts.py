@@ -9,7 +9,8 @@ from __future__ import annotations
 
 # KEYS: window, state, idempotency mark, ingest stream
 # ARGV: user_id, session_id, role, content, ts_ms, caller msg_id or "", window_max,
-#       window_ttl_s, state_ttl_s, idempotency_ttl_s, author name or "", session tag
+#       window_ttl_s, state_ttl_s, idempotency_ttl_s, author name or "", session tag,
+#       fingerprint of the message
 # An unnamed message gets no "name" in its window entry or job, so it is stored exactly
 # as before names existed. The job carries the server's time of acceptance
 # (accepted_us): an erasure refuses every job accepted before it, whatever the
@@ -17,12 +18,22 @@ from __future__ import annotations
 # A window that did not exist before this push (a new session, an expired window, a
 # lost Redis) may be missing the session's history: the state loses "_complete" and
 # the next read merges the ledger's recent messages in (REPAIR_WINDOW).
+# A caller's msg_id marks "<msg_id> <fingerprint>" (ARGV[13], of role, name and
+# content): a retry with the same message is a duplicate, one with another message under
+# the same id is refused ("CONFLICT"). Marks written before fingerprints hold the id only.
 # Returns {msg_id, duplicate(0/1)}.
 WRITE = """
 local caller_id = ARGV[6]
 if caller_id ~= '' then
   local existing = redis.call('GET', KEYS[3])
-  if existing then return {existing, 1} end
+  if existing then
+    local id, print = string.match(existing, '^(%S+) (%S+)$')
+    if not id then return {existing, 1} end
+    if print ~= ARGV[13] then
+      return redis.error_reply('CONFLICT msg_id was used for another message')
+    end
+    return {id, 1}
+  end
 end
 local seq = redis.call('HINCRBY', KEYS[2], '_seq', 1)
 local msg_id = caller_id
@@ -39,7 +50,7 @@ redis.call('EXPIRE', KEYS[1], ARGV[8])
 if ARGV[3] == 'user' then redis.call('HINCRBY', KEYS[2], '_turns', 1) end
 redis.call('HSET', KEYS[2], '_last_msg_id', msg_id, '_last_msg_at_ms', ARGV[5])
 redis.call('EXPIRE', KEYS[2], ARGV[9])
-if caller_id ~= '' then redis.call('SET', KEYS[3], msg_id, 'EX', ARGV[10]) end
+if caller_id ~= '' then redis.call('SET', KEYS[3], msg_id .. ' ' .. ARGV[13], 'EX', ARGV[10]) end
 local now = redis.call('TIME')
 local job = {'msg_id', msg_id, 'user_id', ARGV[1], 'session_id', ARGV[2], 'role', ARGV[3],
              'content', ARGV[4], 'ts_ms', ARGV[5],

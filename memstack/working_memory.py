@@ -18,11 +18,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from memstack import scripts
-from memstack.errors import InvalidContent, LockNotAcquired, StoreUnavailable, ValidationError
-from memstack.ids import scoped_msg_id
+from memstack.errors import (
+    Conflict,
+    InvalidContent,
+    LockNotAcquired,
+    StoreUnavailable,
+    ValidationError,
+)
+from memstack.ids import scoped_msg_id, text_hash
+from memstack.inputs import check_text
 from memstack.keys import Keys, session_tag
 from memstack.settings import Settings
 
@@ -91,6 +98,11 @@ class SessionState:
 
 
 def _wrap(exc: RedisError) -> Exception:
+    if isinstance(exc, ResponseError) and str(exc).startswith("CONFLICT"):
+        return Conflict(
+            "this msg_id was already used in this session for another message; "
+            "nothing was written (a retry must resend the same role, name and content)"
+        )
     return StoreUnavailable(f"Redis: {exc}")
 
 
@@ -140,6 +152,7 @@ class WorkingMemory:
                     s.idempotency_ttl_s,
                     name or "",
                     session_tag(user_id, session_id),
+                    text_hash(f"{role}\x1f{name or ''}\x1f{content}"),
                 ],
             )
         except RedisError as exc:
@@ -309,8 +322,8 @@ def validate_message(settings: Settings, role: object, content: object) -> str:
     """Check role and content before anything is written; return the content."""
     if role not in ROLES:
         raise InvalidContent(f"role {role!r} is not one of {sorted(ROLES)}")
-    if not isinstance(content, str):
-        raise InvalidContent(f"content must be a string, got {type(content).__name__}")
+    check_text("content", content)
+    assert isinstance(content, str)
     if not content.strip():
         raise InvalidContent("content is empty")
     size = len(content.encode("utf-8"))
@@ -339,9 +352,7 @@ def validate_name(name: object) -> str | None:
     """
     if name is None:
         return None
-    if not isinstance(name, str):
-        raise InvalidContent(f"name must be a string, got {type(name).__name__}")
-    stripped = name.strip()
+    stripped = check_text("name", name).strip()
     if not stripped:
         raise InvalidContent("name is empty; pass None for a message without a name")
     if len(stripped) > NAME_MAX_CHARS:

@@ -38,7 +38,7 @@ async def test_trim_keeps_newest(mem: AsyncMemory) -> None:
     u, s = new_id("u"), new_id("s")
     for i in range(55):
         await mem.remember(u, s, "user", f"message {i}")
-    win = await mem.window(u, s, 100)
+    win = await mem.window(u, s, 40)
     limit = mem.settings.window_max_messages
     assert [m.content for m in win] == [f"message {i}" for i in range(55 - limit, 55)]
     recent = await mem.window(u, s)
