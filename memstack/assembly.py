@@ -13,7 +13,7 @@ holding everything up to the history, the recent dialogue as turns, the input la
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -156,26 +156,92 @@ def _age(labels: Labels, unit: str, n: int) -> str:
     return (singular if n == 1 else plural).format(n=n)
 
 
-def format_value(value: Any, labels: Labels) -> str:
-    """A fact value as a person writes it: ``8000 CNY``, ``续航、重量``."""
-    if isinstance(value, Mapping):
-        if "amount" in value:
-            amount = value["amount"]
-            if isinstance(amount, float) and amount.is_integer():
-                amount = int(amount)
-            currency = value.get("currency")
-            return f"{amount} {currency}" if currency else str(amount)
-        return labels.list_sep.join(f"{k}={format_value(v, labels)}" for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return labels.list_sep.join(format_value(v, labels) for v in value)
+# A fact value is printed in at most this many characters, and its nesting followed this
+# deep: values are short records (docs/facts.md), and one stored before the checks
+# existed (20 MB, 500 levels deep) must cost a context() nothing.
+VALUE_CHARS = 300
+VALUE_DEPTH = 8
+_MORE = "…"
+
+
+@dataclass(frozen=True)
+class _Pair:
+    key: object
+    value: Any
+
+
+def _money(value: Mapping[str, Any]) -> str | None:
+    amount = value["amount"]
+    if isinstance(amount, bool) or not isinstance(amount, int | float | str):
+        return None
+    if isinstance(amount, float) and amount.is_integer():
+        amount = int(amount)
+    currency = value.get("currency")
+    if isinstance(currency, Mapping | list | tuple):
+        return None
+    return f"{_leaf(amount)} {_leaf(currency)}" if currency else _leaf(amount)
+
+
+def _leaf(value: Any) -> str:
     if isinstance(value, bool):
         return str(value).lower()
-    return str(value)
+    if isinstance(value, str):
+        return value[: VALUE_CHARS + 1]
+    try:
+        return str(value)[: VALUE_CHARS + 1]
+    except ValueError:  # an int of more digits than Python prints
+        return _MORE
+
+
+_END = object()
+
+
+def _value_pieces(value: Any, labels: Labels) -> Iterator[str]:
+    """The pieces of a value's text, in order, without recursion: a stack of iterators
+    over the containers being printed, at most :data:`VALUE_DEPTH` of them."""
+    stack: list[tuple[Iterator[Any], list[bool]]] = [(iter((value,)), [False])]
+    while stack:
+        children, started = stack[-1]
+        item = next(children, _END)
+        if item is _END:
+            stack.pop()
+            continue
+        if started[0]:
+            yield labels.list_sep
+        started[0] = True
+        if isinstance(item, _Pair):
+            yield f"{_leaf(item.key)}="
+            item = item.value
+        if isinstance(item, Mapping) and "amount" in item and (money := _money(item)) is not None:
+            yield money
+        elif isinstance(item, Mapping | list | tuple):
+            if len(stack) > VALUE_DEPTH:
+                yield _MORE
+            elif isinstance(item, Mapping):
+                stack.append(((_Pair(k, v) for k, v in item.items()), [False]))
+            else:
+                stack.append((iter(item), [False]))
+        else:
+            yield _leaf(item)
+
+
+def format_value(value: Any, labels: Labels, *, limit: int = VALUE_CHARS) -> str:
+    """A fact value as a person writes it: ``8000 CNY``, ``续航、重量``; at most
+    ``limit`` characters (cut with …), whatever its size or depth."""
+    out: list[str] = []
+    size = 0
+    for piece in _value_pieces(value, labels):
+        if size + len(piece) > limit:
+            out.append(piece[: max(limit - size, 0)] + _MORE)
+            break
+        out.append(piece)
+        size += len(piece)
+    return "".join(out)
 
 
 def render_fact(key: str, value: Any, source: str, labels: Labels) -> str:
     """``- 预算上限：8000 CNY（用户明确说明）``"""
-    name = labels.fact_keys.get(key, key.replace("_", " "))
+    name = labels.fact_keys.get(key, key[:128].replace("_", " "))
     how = labels.sources.get(source, source)
     left, right = labels.paren
     return f"- {name}{labels.colon}{format_value(value, labels)}{left}{how}{right}"

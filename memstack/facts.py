@@ -9,6 +9,8 @@ if they did not; a writer that loses such a race retries and supersedes the winn
 
 from __future__ import annotations
 
+import json
+import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -16,15 +18,42 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, cast
 
-from sqlalchemy import CompoundSelect, Table, bindparam, delete, select, text, union_all, update
+from sqlalchemy import (
+    CompoundSelect,
+    Table,
+    Text,
+    bindparam,
+    case,
+    delete,
+    func,
+    null,
+    select,
+    text,
+    union_all,
+    update,
+)
+from sqlalchemy import cast as sql_cast
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.sql.elements import ColumnElement
 
-from memstack import erasure
+from memstack import erasure, metrics
 from memstack.extraction.base import Fact
-from memstack.extraction.vocabulary import same_value
+from memstack.extraction.chat import safe_text
+from memstack.extraction.checks import DEFAULT_MAX_VALUE_BYTES, fact_problem
+from memstack.extraction.vocabulary import depth_within, same_value
+from memstack.inputs import MAX_DEPTH
 from memstack.ledger import dialect_insert
 from memstack.models import FactArchiveRow, FactRow
+
+log = logging.getLogger("memstack.facts")
+
+# What a read hands on. Values written now are at most max_fact_value_bytes and 8
+# levels deep; these bounds only keep a value stored before the checks existed (an LLM's
+# 20 MB or 500-deep answer) from costing every context() seconds or a RecursionError:
+# such a value is read as withheld (None) and left out of current facts.
+READ_MAX_VALUE_BYTES = 64 * 1024
+READ_MAX_DEPTH = MAX_DEPTH
 
 
 @dataclass(frozen=True)
@@ -41,27 +70,71 @@ class StoredFact:
     valid_from: datetime
     valid_until: datetime | None
     supersedes_id: int | None
+    # The stored value is beyond what a read hands on (READ_MAX_VALUE_BYTES, depth, not
+    # JSON): ``value`` is None and the fact is left out of the current facts.
+    withheld: bool = False
 
     @property
     def current(self) -> bool:
         return self.valid_until is None
 
 
+def _value_text(table: Any, dialect: str) -> ColumnElement[Any]:
+    """The value's JSON text, or NULL when it is too large to hand on. On PostgreSQL the
+    stored (possibly compressed) size is checked first: it costs nothing, so a 20 MB
+    value is never rendered as text, let alone sent."""
+    as_text = sql_cast(table.fact_value, Text)
+    if dialect == "postgresql":
+        return case(
+            (func.pg_column_size(table.fact_value) > READ_MAX_VALUE_BYTES, null()),
+            (func.octet_length(as_text) > READ_MAX_VALUE_BYTES, null()),
+            else_=as_text,
+        )
+    return case((func.length(as_text) > READ_MAX_VALUE_BYTES, null()), else_=as_text)
+
+
+_WITHHELD_LOGGED: set[int] = set()
+
+
+def _decode(fact_id: int, raw: object) -> tuple[Any, bool]:
+    """``(value, withheld)`` from the JSON text a read selected; never raises."""
+    value: Any = None
+    if isinstance(raw, str) and len(raw) <= READ_MAX_VALUE_BYTES:
+        try:
+            value = json.loads(raw)
+        except (ValueError, RecursionError):
+            raw = None
+        else:
+            if depth_within(value, READ_MAX_DEPTH):
+                return value, False
+    if fact_id not in _WITHHELD_LOGGED and len(_WITHHELD_LOGGED) < 10_000:
+        _WITHHELD_LOGGED.add(fact_id)
+        log.warning(
+            "fact %s: stored value withheld (over %d bytes, deeper than %d, or not JSON)",
+            fact_id,
+            READ_MAX_VALUE_BYTES,
+            READ_MAX_DEPTH,
+        )
+    return None, True
+
+
 def _stored(row: Any) -> StoredFact:
-    """A fact from an ORM row or a result row of the same columns."""
+    """A fact from a result row of :data:`_FACT_COLUMNS` with the value as JSON text."""
+    value, withheld = _decode(row.id, row.fact_value)
     return StoredFact(
         id=row.id,
         user_id=row.user_id,
         session_id=row.session_id,
         msg_id=row.msg_id,
         key=row.fact_key,
-        value=row.fact_value,
+        value=value,
         type=row.fact_type,
         confidence=row.confidence,
         source=row.source,
         valid_from=row.valid_from,
         valid_until=row.valid_until,
         supersedes_id=row.supersedes_id,
+        withheld=withheld,
     )
 
 
@@ -72,6 +145,7 @@ class Outcome(StrEnum):
     DUPLICATE = "duplicate"  # this message's fact was already stored (redelivery)
     HISTORICAL = "historical"  # an older message arrived late: stored as history only
     FORGOTTEN = "forgotten"  # the user was forgotten after the message was accepted
+    REFUSED = "refused"  # the key or the value failed the checks: nothing written
 
 
 async def _write_once(
@@ -98,11 +172,19 @@ async def _write_once(
             text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"),
             {"k": f"{user_id}\x1f{fact.key}"},
         )
-    current = await s.scalar(
-        select(FactRow).where(
-            FactRow.user_id == user_id, FactRow.fact_key == fact.key, FactRow.valid_until.is_(None)
+    current = (
+        await s.execute(
+            select(
+                FactRow.id,
+                FactRow.valid_from,
+                _value_text(FactRow, s.get_bind().dialect.name).label("fact_value"),
+            ).where(
+                FactRow.user_id == user_id,
+                FactRow.fact_key == fact.key,
+                FactRow.valid_until.is_(None),
+            )
         )
-    )
+    ).first()
     row: dict[str, Any] = {
         "user_id": user_id,
         "session_id": session_id,
@@ -124,7 +206,7 @@ async def _write_once(
             # A late, older message must not override what the user said after it.
             row["valid_until"] = current.valid_from
             outcome = Outcome.HISTORICAL
-        elif same_value(current.fact_value, fact.value):
+        elif _same_as_stored(current.id, current.fact_value, fact.value):
             return Outcome.UNCHANGED
         else:
             await s.execute(
@@ -144,6 +226,11 @@ async def _write_once(
     return outcome
 
 
+def _same_as_stored(fact_id: int, stored: object, value: Any) -> bool:
+    old, withheld = _decode(fact_id, stored)
+    return not withheld and same_value(old, value)
+
+
 async def write_fact(
     sessions: async_sessionmaker[AsyncSession],
     *,
@@ -154,10 +241,20 @@ async def write_fact(
     at: datetime,
     accepted_at: datetime | None,
     attempts: int = 5,
+    max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
 ) -> Outcome:
     """Store one fact, superseding a different current value, in one transaction.
     ``accepted_at`` is when its message was accepted: nothing is stored if the user was
-    forgotten since."""
+    forgotten since. A fact whose key is neither canonical nor a safe id, or whose value
+    is not plain JSON within ``max_value_bytes`` and 8 levels (NUL and lone surrogates
+    included), is refused whichever extractor produced it: logged, counted, not written
+    (:data:`Outcome.REFUSED`)."""
+    problem = fact_problem(fact.key, fact.value, max_bytes=max_value_bytes)
+    if problem is not None:
+        field, reason = problem
+        metrics.FACTS_REFUSED.labels(field).inc()
+        log.warning("fact of %s refused: %s", msg_id, safe_text(reason))
+        return Outcome.REFUSED
     for attempt in range(attempts):
         try:
             async with sessions.begin() as s:
@@ -178,13 +275,21 @@ async def write_fact(
     raise AssertionError("unreachable")
 
 
+def _columns(table: Any, dialect: str) -> list[ColumnElement[Any]]:
+    return [
+        _value_text(table, dialect).label(c) if c == "fact_value" else getattr(table, c)
+        for c in _FACT_COLUMNS
+    ]
+
+
 async def current_facts(s: AsyncSession, user_id: str) -> list[StoredFact]:
-    rows = await s.scalars(
-        select(FactRow)
+    """The user's current facts, most confident first; withheld values left out."""
+    rows = await s.execute(
+        select(*_columns(FactRow, s.get_bind().dialect.name))
         .where(FactRow.user_id == user_id, FactRow.valid_until.is_(None))
         .order_by(FactRow.confidence.desc(), FactRow.fact_key)
     )
-    return [_stored(r) for r in rows]
+    return [f for f in map(_stored, rows) if not f.withheld]
 
 
 _FACT_COLUMNS = (
@@ -203,27 +308,28 @@ _FACT_COLUMNS = (
 )
 
 
-def _history_statement(by_key: bool) -> CompoundSelect[Any]:
+def _history_statement(dialect: str, by_key: bool) -> CompoundSelect[Any]:
     """Hot and archived rows of one user (and key): archiving moves rows, history must
     not lose them."""
     parts = []
     for table in (FactRow, FactArchiveRow):
-        stmt = select(*(getattr(table, c) for c in _FACT_COLUMNS)).where(
-            table.user_id == bindparam("user_id")
-        )
+        stmt = select(*_columns(table, dialect)).where(table.user_id == bindparam("user_id"))
         if by_key:
             stmt = stmt.where(table.fact_key == bindparam("key"))
         parts.append(stmt)
     return union_all(*parts)
 
 
-# Built once, one round trip, no ORM objects: context() reads this on every call, and two
-# ORM queries cost more CPU than anything else it sends to PostgreSQL.
-_HISTORY = {False: _history_statement(False), True: _history_statement(True)}
+# Built once per dialect, one round trip, no ORM objects: context() reads this on every
+# call, and two ORM queries cost more CPU than anything else it sends to PostgreSQL.
+_HISTORY: dict[tuple[str, bool], CompoundSelect[Any]] = {}
 
 
 async def _all_facts(s: AsyncSession, user_id: str, key: str | None = None) -> list[StoredFact]:
-    rows = await s.execute(_HISTORY[key is not None], {"user_id": user_id, "key": key})
+    which = (s.get_bind().dialect.name, key is not None)
+    if which not in _HISTORY:
+        _HISTORY[which] = _history_statement(*which)
+    rows = await s.execute(_HISTORY[which], {"user_id": user_id, "key": key})
     facts = [_stored(r) for r in rows]
     return sorted(facts, key=lambda f: (f.key, f.valid_from, f.id))
 
@@ -244,17 +350,19 @@ async def current_and_superseded(
     (context() needs both, and every query is a round trip on its critical path)."""
     rows = await _all_facts(s, user_id)
     current = sorted(
-        (r for r in rows if r.valid_until is None), key=lambda f: (-f.confidence, f.key)
+        (r for r in rows if r.valid_until is None and not r.withheld),
+        key=lambda f: (-f.confidence, f.key),
     )
     return current, _superseded(rows)
 
 
 def _superseded(rows: Sequence[StoredFact]) -> dict[str, list[Any]]:
-    current = {r.key: r.value for r in rows if r.valid_until is None}
+    current = {r.key: r.value for r in rows if r.valid_until is None and not r.withheld}
     stale: dict[str, list[Any]] = defaultdict(list)
     for r in rows:
         if (
             r.valid_until is not None
+            and not r.withheld
             and r.key in current
             and not same_value(r.value, current[r.key])
         ):

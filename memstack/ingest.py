@@ -26,7 +26,9 @@ from memstack.chunking import split_semantic
 from memstack.db import guarded
 from memstack.embedders import Embedder
 from memstack.errors import ValidationError
-from memstack.extraction.base import Extractor, Fact
+from memstack.extraction.base import BatchMessage, Extractor, Fact, prepare_batch
+from memstack.extraction.chat import safe_text
+from memstack.extraction.checks import fact_problem
 from memstack.ids import chunk_id, validate_id
 from memstack.ledger import LedgerMessage
 from memstack.queue import Job, accepted_at
@@ -257,21 +259,28 @@ class Ingestor:
         self, messages: Sequence[LedgerMessage], report: BatchReport
     ) -> list[VectorRecord]:
         """Write stated facts (in message order, so later overrides earlier); return the
-        inferred ones as vector records."""
-        inferred: list[VectorRecord] = []
+        inferred ones as vector records. The extractor reads the batch's user messages
+        at once (the LLM: one request per user, not one per message)."""
+        said = [m for m in messages if m.role == "user"]
         known_by_user: dict[str, dict[str, Any]] = {}
-        for m in messages:
-            if m.role != "user":
-                continue
-            if m.user_id not in known_by_user:
-                async with self.sessions() as s:
-                    current = await fact_store.current_facts(s, m.user_id)
-                known_by_user[m.user_id] = {f.key: f.value for f in current}
+        for user_id in dict.fromkeys(m.user_id for m in said):
+            async with self.sessions() as s:
+                current = await fact_store.current_facts(s, user_id)
+            known_by_user[user_id] = {f.key: f.value for f in current}
+        batch = await prepare_batch(
+            self.extractor,
+            [BatchMessage(m.user_id, m.content, m.role) for m in said],
+            {user: dict(known) for user, known in known_by_user.items()},
+        )
+        inferred: list[VectorRecord] = []
+        for i, m in enumerate(said):
             known = known_by_user[m.user_id]
-            facts: list[Fact] = await self.extractor.extract(m.content, role=m.role, known=known)
+            facts: list[Fact] = await batch.extract(i, known=known)
             for fact in facts:
                 if fact.source == "inferred":
-                    inferred.append(self._inferred_record(m, fact))
+                    record = self._inferred_record(m, fact)
+                    if record is not None:
+                        inferred.append(record)
                     continue
                 outcome = await fact_store.write_fact(
                     self.sessions,
@@ -281,14 +290,20 @@ class Ingestor:
                     fact=fact,
                     at=m.created_at,
                     accepted_at=m.accepted_at,
+                    max_value_bytes=self.settings.max_fact_value_bytes,
                 )
                 report.facts[outcome.value] = report.facts.get(outcome.value, 0) + 1
                 if outcome in (fact_store.Outcome.INSERTED, fact_store.Outcome.SUPERSEDED):
                     known[fact.key] = fact.value
         return inferred
 
-    def _inferred_record(self, m: LedgerMessage, fact: Fact) -> VectorRecord:
+    def _inferred_record(self, m: LedgerMessage, fact: Fact) -> VectorRecord | None:
         # Inferred facts are only a hint (seed §3.2): searchable, never in the fact table.
+        # They pass the fact table's checks all the same (the key is in the vector id).
+        problem = fact_problem(fact.key, fact.value, max_bytes=self.settings.max_fact_value_bytes)
+        if problem is not None:
+            log.warning("dropped an inferred fact of %s: %s", m.msg_id, safe_text(problem[1]))
+            return None
         text = f"{fact.key}: {fact.value}"
         meta = self._metadata(m, 0, "inferred", [m.msg_id])
         meta["fact_key"] = fact.key

@@ -43,7 +43,7 @@ def check_json(kind: str, value: object, *, max_bytes: int, max_depth: int = MAX
     """The JSON text of ``value`` if it is plain JSON (objects with string keys, arrays,
     strings, finite numbers, booleans, null) no deeper than ``max_depth`` and within
     ``max_bytes``; every string checked as :func:`check_text` does."""
-    _walk(kind, value, max_depth)
+    _walk(kind, value, max_depth, max_depth)
     encoded = json.dumps(value, ensure_ascii=False)
     size = len(encoded.encode("utf-8"))
     if size > max_bytes:
@@ -51,7 +51,7 @@ def check_json(kind: str, value: object, *, max_bytes: int, max_depth: int = MAX
     return encoded
 
 
-def _walk(kind: str, value: object, depth_left: int) -> None:
+def _walk(kind: str, value: object, depth_left: int, max_depth: int) -> None:
     # Iterative: a value nested 100,000 deep must be refused, not crash the checker.
     stack: list[tuple[Any, int]] = [(value, depth_left)]
     while stack:
@@ -65,7 +65,7 @@ def _walk(kind: str, value: object, depth_left: int) -> None:
                 raise InvalidContent(f"{kind} holds {item!r}, which JSON cannot carry")
         elif isinstance(item, dict | list | tuple):
             if left <= 0:
-                raise InvalidContent(f"{kind} is nested deeper than {MAX_DEPTH} levels")
+                raise InvalidContent(f"{kind} is nested deeper than {max_depth} levels")
             if isinstance(item, dict):
                 for key in item:
                     if not isinstance(key, str):

@@ -77,3 +77,26 @@ HTTP_SECONDS = Histogram(
     ["route"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0),
 )
+
+# --- fact extraction and the fact store (memstack.extraction, memstack.facts) --------------
+
+LLM_EXTRACTION_FALLBACKS = Counter(
+    "memstack_llm_extraction_fallbacks_total",
+    "User messages whose facts the rule extractor gave instead of the LLM, by reason: "
+    "timeout, error (connection, status, a body that is not a completion), oversized "
+    "(body refused before parsing), malformed (no usable JSON twice), skipped (the "
+    "endpoint timed out moments ago), invalid_fact (a fact of its answer failed the "
+    "checks), missing (the answer left the message out).",
+    ["reason"],
+)
+LLM_FACTS_REJECTED = Counter(
+    "memstack_llm_facts_rejected_total",
+    "Facts in LLM answers dropped by validation, by what failed: shape, key or value.",
+    ["field"],
+)
+FACTS_REFUSED = Counter(
+    "memstack_facts_refused_total",
+    "Facts the fact store refused to write because the key or the value failed the checks "
+    "(docs/facts.md), whichever extractor produced them.",
+    ["field"],
+)

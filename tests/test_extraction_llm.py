@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import threading
@@ -14,13 +15,18 @@ from typing import Any
 import pytest
 
 from memstack.extraction import (
+    BatchMessage,
     ChatJSON,
     LLMExtractor,
     RulesExtractor,
     build_extractor,
+    prepare_batch,
 )
+from memstack.extraction.chat import Breaker
 from memstack.extraction.llm import json_payload
-from memstack.settings import load_settings
+from memstack.memory import AsyncMemory
+from memstack.settings import Settings, load_settings
+from tests.conftest import new_id
 
 MODEL = "test-model-7b"
 
@@ -36,7 +42,18 @@ class Status:
     code: int
 
 
-Step = str | Sleep | Status
+@dataclass
+class Raw:
+    """A body sent as it is (an HTML page, a cut JSON, a huge one); ``length=False``
+    sends no Content-Length and ends the body by closing the connection."""
+
+    body: bytes
+    content_type: str = "text/html"
+    status: int = 200
+    length: bool = True
+
+
+Step = str | Sleep | Status | Raw
 
 
 @dataclass
@@ -64,6 +81,9 @@ def _handler(fake: FakeLLM) -> type[BaseHTTPRequestHandler]:
                 step = step.then
             if isinstance(step, Status):
                 self._send(step.code, {"error": {"message": "scripted failure"}})
+                return
+            if isinstance(step, Raw):
+                self._send_raw(step)
                 return
             self._send(
                 200,
@@ -93,6 +113,20 @@ def _handler(fake: FakeLLM) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(data)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client timed out and left, which is the point of some tests
+
+        def _send_raw(self, step: Raw) -> None:
+            try:
+                self.send_response(step.status)
+                self.send_header("Content-Type", step.content_type)
+                if step.length:
+                    self.send_header("Content-Length", str(len(step.body)))
+                else:
+                    self.send_header("Connection", "close")
+                    self.close_connection = True
+                self.end_headers()
+                self.wfile.write(step.body)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client refused the body part way, which is the point
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
@@ -200,14 +234,30 @@ async def test_malformed_twice_falls_back_to_rules(fake_llm: FakeLLM) -> None:
     await ex.aclose()
 
 
-async def test_invalid_fields_count_as_malformed(fake_llm: FakeLLM) -> None:
-    bad = facts_json({"key": "mood", "value": "happy"})  # unknown key without a type
-    worse = facts_json({"key": "budget", "value": 5000, "confidence": 7})
-    fake_llm.script = [bad, worse]
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"key": "mood", "value": "happy"},  # unknown key without a type
+        {"key": "budget", "value": 5000, "confidence": 7},
+    ],
+)
+async def test_an_invalid_fact_sends_the_message_to_the_rules(
+    fake_llm: FakeLLM, bad: dict[str, Any]
+) -> None:
+    # A usable answer with one invalid fact: the model misread this message, so the
+    # rules read it instead, at once (a retry would cost another call for little).
+    fake_llm.script = [facts_json(FOCUS, bad)]
     ex = make_extractor(fake_llm)
     facts = await ex.extract("我预算不超过五千")
-    assert facts[0].source == "user_stated" and facts[0].value["amount"] == 5000
-    assert ex.stats.malformed == 2 and ex.stats.fallbacks == 1
+    assert [(f.key, f.value, f.source) for f in facts] == [
+        ("budget_limit", {"amount": 5000, "currency": "CNY"}, "user_stated")
+    ]
+    assert (ex.stats.calls, ex.stats.malformed, ex.stats.dropped_facts, ex.stats.fallbacks) == (
+        1,
+        0,
+        1,
+        1,
+    )
     await ex.aclose()
 
 
@@ -285,3 +335,333 @@ def test_build_extractor(fake_llm: FakeLLM) -> None:
     llm = build_extractor(load_settings(extractor="llm", llm_url=fake_llm.url, llm_model=MODEL))
     assert isinstance(llm, LLMExtractor)
     assert llm.chat.model == MODEL
+
+
+# --- whatever the endpoint answers, the rules stand in (issue 16) -----------------------
+
+RULES_BUDGET = [("budget_limit", {"amount": 5000, "currency": "CNY"})]
+SAID = "我预算不超过五千"
+
+
+def completion(content: str, **extra: Any) -> bytes:
+    body = {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": 0,
+        "model": MODEL,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
+        **extra,
+    }
+    return json.dumps(body, ensure_ascii=False).encode()
+
+
+def nested(depth: int, leaf: Any = "x") -> Any:
+    value = leaf
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def deep_answer(depth: int) -> str:
+    """An answer whose value nests ``depth`` lists deep, written out as text."""
+    return '{"facts": [{"key": "likes", "value": ' + "[" * depth + '"x"' + "]" * depth + "}]}"
+
+
+async def rules_answered(ex: LLMExtractor, text: str = SAID) -> list[tuple[str, Any]]:
+    return [(f.key, f.value) for f in await ex.extract(text)]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        Raw(b"<html><body><h1>502 Bad Gateway</h1></body></html>"),  # a proxy's page, 200
+        Raw(completion(facts_json(FOCUS))[:40], content_type="application/json"),  # cut short
+        Raw(b'{"id": "x", "object": "chat.completion"}', content_type="application/json"),
+        Raw(b"[1, 2, 3]", content_type="application/json"),
+    ],
+    ids=["html", "truncated", "no-choices", "not-an-object"],
+)
+async def test_a_body_that_is_no_completion_falls_back(fake_llm: FakeLLM, body: Raw) -> None:
+    fake_llm.script = [body]
+    ex = make_extractor(fake_llm)
+    assert await rules_answered(ex) == RULES_BUDGET
+    assert ex.stats.errors == 1 and ex.stats.fallbacks == 1 and ex.stats.calls == 1
+    await ex.aclose()
+
+
+@pytest.mark.parametrize("length", [True, False], ids=["content-length", "streamed"])
+async def test_a_body_over_the_limit_is_refused_before_parsing(
+    fake_llm: FakeLLM, length: bool
+) -> None:
+    # A valid answer, padded to 1 MB: it is never parsed, so its fact is never used.
+    padded = completion(facts_json(BUDGET_8000), padding="x" * 1_000_000)
+    fake_llm.script = [Raw(padded, content_type="application/json", length=length)]
+    ex = make_extractor(fake_llm)
+    assert await rules_answered(ex) == RULES_BUDGET
+    assert ex.stats.oversized == 1 and ex.stats.fallbacks == 1
+    await ex.aclose()
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["k" * 5000, "favourite{colour}#1", "通勤时间", "a" * 129],
+    ids=["5000-chars", "unsafe", "not-an-id", "129-chars"],
+)
+async def test_a_fact_with_a_bad_key_sends_the_message_to_the_rules(
+    fake_llm: FakeLLM, key: str
+) -> None:
+    fake_llm.script = [facts_json({"key": key, "value": "x", "type": "profile"}, FOCUS)]
+    ex = make_extractor(fake_llm)
+    assert await rules_answered(ex) == RULES_BUDGET
+    assert ex.stats.dropped_facts == 1 and ex.stats.fallbacks == 1
+    await ex.aclose()
+
+
+async def test_keys_of_the_vocabulary_and_safe_ids_are_kept(fake_llm: FakeLLM) -> None:
+    fake_llm.script = [
+        facts_json(
+            {"key": "预算", "value": 5000},
+            {"key": "Favourite Colour", "value": "blue", "type": "preference"},
+            {"key": "c" * 128, "value": "x", "type": "profile"},
+        )
+    ]
+    ex = make_extractor(fake_llm)
+    keys = [f.key for f in await ex.extract(SAID)]
+    assert keys == ["budget_limit", "favourite_colour", "c" * 128]
+    assert ex.stats.fallbacks == 0
+    await ex.aclose()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "a\x00b",  # NUL: PostgreSQL cannot store it
+        ["a\ud800b"],  # a lone surrogate: not UTF-8
+        {"note\x00": "x"},  # NUL in a key of the value
+        nested(9),  # deeper than fact values go (8)
+        "y" * 3000,  # over max_fact_value_bytes (2 KiB)
+    ],
+    ids=["nul", "surrogate", "nul-in-key", "9-deep", "3-KB"],
+)
+async def test_a_fact_with_a_bad_value_sends_the_message_to_the_rules(
+    fake_llm: FakeLLM, value: Any
+) -> None:
+    # Written as the model's JSON would be: NUL and surrogates as \u escapes.
+    fake_llm.script = [json.dumps({"facts": [{"key": "city", "value": value}, FOCUS]})]
+    ex = make_extractor(fake_llm)
+    assert await rules_answered(ex) == RULES_BUDGET
+    assert ex.stats.dropped_facts == 1 and ex.stats.fallbacks == 1
+    await ex.aclose()
+
+
+async def test_a_bad_supersedes_or_nan_sends_the_message_to_the_rules(fake_llm: FakeLLM) -> None:
+    bad_old = {**BUDGET_8000, "supersedes": nested(20)}
+    fake_llm.script = [
+        facts_json(bad_old),
+        '{"facts": [{"key": "budget", "value": NaN}]}',  # Python's json reads NaN
+    ]
+    ex = make_extractor(fake_llm)
+    assert await rules_answered(ex) == RULES_BUDGET
+    assert await rules_answered(ex) == RULES_BUDGET
+    assert ex.stats.dropped_facts == 2 and ex.stats.fallbacks == 2
+    await ex.aclose()
+
+
+async def test_an_answer_nested_100k_deep_falls_back(fake_llm: FakeLLM) -> None:
+    fake_llm.script = [deep_answer(100_000), deep_answer(100_000)]
+    ex = make_extractor(fake_llm)
+    assert await rules_answered(ex) == RULES_BUDGET
+    assert ex.stats.malformed == 2 and ex.stats.fallbacks == 1
+    await ex.aclose()
+
+
+async def test_known_facts_sent_to_the_model_are_checked(fake_llm: FakeLLM) -> None:
+    ex = make_extractor(fake_llm)
+    known = {"budget": 5000, "likes": "y" * 5000, "bad key#": "x", "city": "a\x00"}
+    await ex.extract(SAID, known=known)
+    sent = json.loads(fake_llm.requests[0]["messages"][-1]["content"])
+    assert sent["known_facts"] == {"budget_limit": {"amount": 5000, "currency": "CNY"}}
+    await ex.aclose()
+
+
+# --- one call per batch, and none while the endpoint is known to hang ---------------------
+
+
+def batch_of(*texts: str, owner: str = "u1") -> list[BatchMessage]:
+    return [BatchMessage(owner, t) for t in texts]
+
+
+async def test_a_batch_is_one_request_answered_by_message_index(fake_llm: FakeLLM) -> None:
+    answer = {
+        "facts_by_message": {
+            "0": [{"key": "budget", "value": 5000, "source": "user_stated"}],
+            "1": [],
+            "2": [BUDGET_8000],
+        }
+    }
+    fake_llm.script = [json.dumps(answer, ensure_ascii=False)]
+    ex = make_extractor(fake_llm)
+    msgs = batch_of("我预算不超过五千", "好的", "其实我可以到八千")
+    batch = await prepare_batch(ex, msgs, {"u1": {"city": "上海"}})
+    known: dict[str, Any] = {"city": "上海"}
+    first = await batch.extract(0, known=known)
+    known["budget_limit"] = first[0].value
+    assert await batch.extract(1, known=known) == []
+    [budget] = await batch.extract(2, known=known)
+    assert budget.value == {"amount": 8000, "currency": "CNY"}
+    # supersedes comes from the value known when the message is read, as with the rules.
+    assert budget.supersedes == {"amount": 5000, "currency": "CNY"}
+    assert len(fake_llm.requests) == 1 and ex.stats.fallbacks == 0
+    sent = json.loads(fake_llm.requests[0]["messages"][-1]["content"])
+    assert sent["known_facts"] == {"city": "上海"}
+    assert [m["text"] for m in sent["messages"]] == [m.text for m in msgs]
+    assert "facts_by_message" in fake_llm.requests[0]["messages"][0]["content"]
+    await ex.aclose()
+
+
+async def test_each_user_of_a_batch_gets_their_own_request(fake_llm: FakeLLM) -> None:
+    ex = make_extractor(fake_llm)
+    msgs = [*batch_of("我叫张三", owner="alice"), *batch_of("我叫李四", owner="bob")]
+    await prepare_batch(ex, msgs, {"alice": {"city": "上海"}, "bob": {}})
+    sent = sorted(
+        (json.loads(r["messages"][-1]["content"]) for r in fake_llm.requests),
+        key=lambda r: r["messages"][0]["text"],
+    )
+    assert [(r["known_facts"], [m["text"] for m in r["messages"]]) for r in sent] == [
+        ({"city": "上海"}, ["我叫张三"]),
+        ({}, ["我叫李四"]),
+    ]
+    await ex.aclose()
+
+
+async def test_a_bad_or_missing_answer_sends_only_its_message_to_the_rules(
+    fake_llm: FakeLLM,
+) -> None:
+    answer = {"facts_by_message": {"0": [{"key": "city", "value": "a\x00"}], "1": [FOCUS]}}
+    fake_llm.script = [json.dumps(answer, ensure_ascii=False)]
+    ex = make_extractor(fake_llm)
+    msgs = batch_of("我叫张三", "重点关注续航和重量", "不要推荐游戏本")
+    batch = await prepare_batch(ex, msgs, {})
+    assert [(f.key, f.value) for f in await batch.extract(0, known={})] == [("name", "张三")]
+    assert [f.key for f in await batch.extract(1, known={})] == ["focus"]  # the model's
+    [ban] = await batch.extract(2, known={})  # left out of the answer: the rules'
+    assert (ban.key, ban.value) == ("do_not_recommend", ["游戏本"])
+    assert ex.stats.fallbacks == 2 and len(fake_llm.requests) == 1
+    await ex.aclose()
+
+
+async def test_an_unusable_batch_answer_sends_the_batch_to_the_rules(fake_llm: FakeLLM) -> None:
+    fake_llm.script = [Raw(b"<html>oops</html>")]
+    ex = make_extractor(fake_llm)
+    batch = await prepare_batch(ex, batch_of("我叫张三", "不要推荐游戏本"), {})
+    assert [f.key for f in await batch.extract(0, known={})] == ["name"]
+    assert [f.key for f in await batch.extract(1, known={})] == ["do_not_recommend"]
+    assert ex.stats.fallbacks == 2 and ex.stats.calls == 1
+    await ex.aclose()
+
+
+async def test_a_hanging_llm_costs_one_timeout_per_batch_then_is_skipped(
+    fake_llm: FakeLLM,
+) -> None:
+    fake_llm.script = [Sleep(10.0)] * 3
+    ex = make_extractor(fake_llm, timeout_s=1.0)
+    texts = [f"我预算不超过{n}千" for n in "一二三四五六七八"] * 2
+    start = time.perf_counter()
+    batch = await prepare_batch(ex, batch_of(*texts), {})
+    facts = [await batch.extract(i, known={}) for i in range(len(texts))]
+    elapsed = time.perf_counter() - start
+    assert 0.9 < elapsed < 3.0, f"16 messages took {elapsed:.1f}s against a 1 s timeout"
+    assert all(f and f[0].key == "budget_limit" for f in facts)  # the rules' budgets
+    assert len(fake_llm.requests) == 1 and ex.stats.timeouts == 1 and ex.stats.fallbacks == 16
+    # The same messages again (a redelivery) within the back-off: no call at all.
+    start = time.perf_counter()
+    again = await prepare_batch(ex, batch_of(*texts), {})
+    assert [await again.extract(i, known={}) for i in range(len(texts))] == facts
+    assert time.perf_counter() - start < 0.5
+    assert len(fake_llm.requests) == 1 and ex.stats.skipped == 1
+    await ex.aclose()
+
+
+async def test_the_breaker_closes_after_its_back_off(fake_llm: FakeLLM) -> None:
+    fake_llm.script = [Sleep(3.0), facts_json(FOCUS)]
+    chat = ChatJSON(base_url=fake_llm.url, model=MODEL, timeout_s=0.3, breaker=Breaker(0.5))
+    ex = LLMExtractor(chat)
+    assert await rules_answered(ex) == RULES_BUDGET  # timed out
+    assert await rules_answered(ex) == RULES_BUDGET  # skipped
+    assert (len(fake_llm.requests), ex.stats.skipped) == (1, 1)
+    await asyncio.sleep(0.6)
+    assert [f.key for f in await ex.extract(SAID)] == ["focus"]  # the model again
+    await ex.aclose()
+
+
+def test_clients_built_from_settings_share_one_breaker(fake_llm: FakeLLM) -> None:
+    settings = load_settings(extractor="llm", llm_url=fake_llm.url, llm_model=MODEL)
+    a, b = ChatJSON.from_settings(settings), ChatJSON.from_settings(settings)
+    assert a.breaker is b.breaker
+    assert ChatJSON(base_url=fake_llm.url, model=MODEL).breaker is not a.breaker
+
+
+# --- through ingest: never dead-lettered, one call per batch ---------------------------------
+
+
+def llm_settings(settings: Settings, fake: FakeLLM, timeout_s: float = 5.0) -> Settings:
+    return settings.model_copy(
+        update={
+            "extractor": "llm",
+            "llm_url": fake.url,
+            "llm_model": MODEL,
+            "llm_timeout_s": timeout_s,
+            "summariser": "extractive",
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    "answers",
+    [
+        [Raw(b"<!doctype html><html><body>Service Unavailable</body></html>")],
+        [facts_json({"key": "k" * 5000, "value": "x", "type": "profile"})],
+        [facts_json({"key": "city", "value": "Ber\x00lin"})],
+        [deep_answer(100_000), deep_answer(100_000)],
+        [deep_answer(500)],
+        [Raw(completion(facts_json(FOCUS), padding="x" * 20_000_000), "application/json")],
+    ],
+    ids=["html", "5000-char-key", "nul", "100k-deep", "500-deep", "20-MB"],
+)
+async def test_llm_garbage_never_dead_letters_and_the_rules_stand_in(
+    service_settings: Settings, fake_llm: FakeLLM, answers: list[Step]
+) -> None:
+    fake_llm.script = list(answers)
+    mem = await AsyncMemory.open(llm_settings(service_settings, fake_llm))
+    try:
+        u, s = new_id("u"), new_id("s")
+        await mem.remember(u, s, "user", SAID)
+        report = await mem.drain(summarize=False)
+        assert (report.processed, report.failed, report.dead_lettered) == (1, 0, 0)
+        assert [(f.key, f.value) for f in await mem.facts(u)] == RULES_BUDGET
+        ctx = await mem.context(u, s, "我预算多少？")
+        assert "5000 CNY" in ctx.text
+    finally:
+        await mem.close()
+
+
+async def test_sixteen_messages_against_a_hanging_llm_cost_one_timeout(
+    service_settings: Settings, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script = [Sleep(30.0)] * 20
+    mem = await AsyncMemory.open(llm_settings(service_settings, fake_llm, timeout_s=1.0))
+    try:
+        u, s = new_id("u"), new_id("s")
+        for i in range(16):
+            await mem.remember(u, s, "user", f"我预算不超过{1000 + i}元")
+        start = time.perf_counter()
+        report = await mem.drain(summarize=False)
+        elapsed = time.perf_counter() - start
+        assert report.processed == 16 and report.failed == 0
+        assert elapsed < 4.0, f"16 messages took {elapsed:.1f}s against a 1 s timeout"
+        assert len(fake_llm.requests) == 1
+        facts = {f.key: f.value for f in await mem.facts(u)}
+        assert facts["budget_limit"] == {"amount": 1015, "currency": "CNY"}  # the rules'
+        assert len(await mem.fact_history(u, "budget_limit")) == 16
+    finally:
+        await mem.close()

@@ -394,3 +394,25 @@ def test_unusable_values_are_rejected() -> None:
         normalise_value("likes", [])
     assert normalise_value("language", "English") == "en"
     assert normalise_value("focus", "续航、重量") == ["续航", "重量"]
+
+
+# --- numbers nobody writes (issue 16): never a crash, never an infinite amount ---------------
+
+
+def test_an_absurdly_long_or_infinite_number_is_not_a_number() -> None:
+    assert parse_number("一" + "万" * 3000) is None  # recursed once per 万
+    assert parse_number("9" * 400) is None  # float("99…9") is inf
+    assert parse_number("1" + "0" * 39) == 1e39  # 40 characters: still read
+
+
+async def test_a_numeral_of_3000_characters_yields_no_budget(rules: RulesExtractor) -> None:
+    assert await rules.extract("我预算一" + "万" * 3000 + "元") == []
+    assert await rules.extract("My budget is $" + "9" * 400) == []
+
+
+@pytest.mark.parametrize(
+    "value", [{"amount": 10**400}, {"amount": {"amount": {"amount": {"amount": {"amount": 1}}}}}]
+)
+def test_unreadable_amounts_are_refused_not_raised(value: Any) -> None:
+    with pytest.raises(ValueError):
+        normalise_money(value)

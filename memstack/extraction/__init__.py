@@ -8,8 +8,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memstack.extraction.base import Extractor, Fact, FactSource, FactType
-from memstack.extraction.llm import ChatJSON, LLMExtractor, LLMStats
+from memstack.extraction.base import (
+    BatchMessage,
+    Extractor,
+    Fact,
+    FactSource,
+    FactType,
+    PreparedBatch,
+    prepare_batch,
+)
+from memstack.extraction.chat import ChatJSON, LLMStats
+from memstack.extraction.checks import check_fact_key, check_fact_value
+from memstack.extraction.llm import LLMExtractor
 from memstack.extraction.rules import RulesExtractor
 from memstack.extraction.vocabulary import VOCABULARY, canonical_key, normalise_fact
 
@@ -26,6 +36,7 @@ def build_extractor(settings: Settings) -> Extractor:
 
 __all__ = [
     "VOCABULARY",
+    "BatchMessage",
     "ChatJSON",
     "Extractor",
     "Fact",
@@ -33,8 +44,12 @@ __all__ = [
     "FactType",
     "LLMExtractor",
     "LLMStats",
+    "PreparedBatch",
     "RulesExtractor",
     "build_extractor",
     "canonical_key",
+    "check_fact_key",
+    "check_fact_value",
     "normalise_fact",
+    "prepare_batch",
 ]

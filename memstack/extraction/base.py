@@ -7,8 +7,9 @@ ones out of it (seed §3.2), so ``source`` must be honest.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal, Protocol
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -50,3 +51,58 @@ class Extractor(Protocol):
     async def extract(
         self, text: str, *, role: str = "user", known: Mapping[str, Any] | None = None
     ) -> list[Fact]: ...
+
+
+# --- batches -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BatchMessage:
+    """One message of an ingest batch. ``owner`` is the user it belongs to: known facts,
+    and any request an extractor sends, are per owner, never mixed."""
+
+    owner: str
+    text: str
+    role: str = "user"
+
+
+class PreparedBatch(Protocol):
+    """The facts of each message of a batch, read in message order."""
+
+    async def extract(self, index: int, *, known: Mapping[str, Any]) -> list[Fact]:
+        """Facts of message ``index``; ``known`` is its owner's current facts now (the
+        batch's earlier messages included), for ``supersedes`` and whole lists."""
+        ...
+
+
+@runtime_checkable
+class BatchExtractor(Protocol):
+    """An extractor that reads a whole batch at once (the LLM: one call, not one per
+    message). ``known`` is each owner's facts before the batch."""
+
+    async def prepare(
+        self, messages: Sequence[BatchMessage], known: Mapping[str, Mapping[str, Any]]
+    ) -> PreparedBatch: ...
+
+
+@dataclass(frozen=True)
+class OneByOne:
+    """A batch read message by message by an extractor without batches (the rules)."""
+
+    extractor: Extractor
+    messages: Sequence[BatchMessage]
+
+    async def extract(self, index: int, *, known: Mapping[str, Any]) -> list[Fact]:
+        m = self.messages[index]
+        return await self.extractor.extract(m.text, role=m.role, known=known)
+
+
+async def prepare_batch(
+    extractor: Extractor,
+    messages: Sequence[BatchMessage],
+    known: Mapping[str, Mapping[str, Any]],
+) -> PreparedBatch:
+    """The batch as ``extractor`` reads it: at once if it can, else one message at a time."""
+    if isinstance(extractor, BatchExtractor):
+        return await extractor.prepare(messages, known)
+    return OneByOne(extractor, messages)

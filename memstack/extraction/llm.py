@@ -2,9 +2,17 @@
 
 An LLM finds facts rules cannot phrase, but it is slow, fallible and sometimes
 "reasonable" in the wrong way (seed 002 §6.3: it turns "五千……其实八千" into "五千到八千").
-So the prompt forbids compromises, every answer is validated and normalised through
-the same vocabulary as the rules, and anything unusable costs one retry at most before
-the offline rules answer instead. Nothing here connects before the first call.
+So the prompt forbids compromises, and every answer is distrusted: the transport bounds
+and checks the response (:mod:`memstack.extraction.chat`), every fact must have a key
+of the vocabulary or a safe id and a value that passes
+:func:`memstack.extraction.checks.check_fact_value`, and is then normalised through the
+same vocabulary as the rules. A message whose answer holds a fact that fails, or that
+the answer leaves out, gets the rules' facts instead; an answer that is no JSON at all
+costs one retry at most. Nothing raises into ingest.
+
+Ingest reads a batch with :meth:`LLMExtractor.prepare`: one request per user of the
+batch (a prompt never holds two users' messages), all sent at once, so a batch costs at
+most one timeout however many messages it holds.
 """
 
 from __future__ import annotations
@@ -12,16 +20,19 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-import openai
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from memstack import metrics
 from memstack.errors import ExtractionError
-from memstack.extraction.base import Extractor, Fact, FactSource, FactType
+from memstack.errors import ValidationError as InvalidInput
+from memstack.extraction.base import BatchMessage, Extractor, Fact, FactSource, FactType
+from memstack.extraction.chat import ChatJSON, LLMCallFailed, LLMStats, json_payload, safe_text
+from memstack.extraction.checks import DEFAULT_MAX_VALUE_BYTES, check_fact_key, check_fact_value
+from memstack.extraction.prompts import BATCH_PROMPT, EXTRACT_PROMPT
 from memstack.extraction.rules import RulesExtractor, has_turn_word
 from memstack.extraction.vocabulary import (
     VOCABULARY,
@@ -33,126 +44,21 @@ from memstack.extraction.vocabulary import (
 )
 
 if TYPE_CHECKING:
-    from openai.types.chat import ChatCompletionMessageParam
-
     from memstack.settings import Settings
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
-
-@dataclass
-class LLMStats:
-    """Counters for the metrics exporter; plain ints so nothing registers at import."""
-
-    calls: int = 0  # requests sent, retries included
-    retries: int = 0  # second attempts after malformed output
-    malformed: int = 0  # answers that failed JSON parsing or validation
-    timeouts: int = 0  # requests that ran out of time
-    errors: int = 0  # connection errors and error statuses
-    fallbacks: int = 0  # results served by the offline fallback instead
-
-
-_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
-
-
-def json_payload(content: str) -> Any:
-    """The JSON object in a model's answer, tolerating ```json fences and prose around it."""
-    m = _FENCE.search(content)
-    text = (m.group(1) if m else content).strip()
-    if not text.startswith("{"):
-        start, end = text.find("{"), text.rfind("}")
-        if start < 0 or end <= start:
-            raise ValueError("no JSON object in the answer")
-        text = text[start : end + 1]
-    return json.loads(text)
-
-
-class ChatJSON:
-    """One OpenAI-compatible chat endpoint asked for JSON, with the retry policy.
-
-    Malformed output gets one retry that shows the model its mistake; a timeout or a
-    connection error gets none, because the fallback answers faster than a second wait.
-    Either way the caller receives :class:`ExtractionError` and falls back.
-    """
-
-    def __init__(
-        self,
-        *,
-        base_url: str,
-        model: str,
-        api_key: str | None = None,
-        timeout_s: float = 20.0,
-        json_mode: bool = False,
-    ) -> None:
-        self.model = model
-        self.timeout_s = timeout_s
-        # Off by default: not every OpenAI-compatible server accepts response_format.
-        self.json_mode = json_mode
-        self.stats = LLMStats()
-        self._client = openai.AsyncOpenAI(
-            base_url=base_url, api_key=api_key or "none", timeout=timeout_s, max_retries=0
-        )
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> ChatJSON:
-        if not settings.llm_url:
-            raise ExtractionError("no LLM endpoint configured (MEMSTACK_LLM_URL)")
-        return cls(
-            base_url=settings.llm_url,
-            model=settings.llm_model,
-            api_key=settings.llm_api_key,
-            timeout_s=settings.llm_timeout_s,
-        )
-
-    async def complete(self, system: str, user: str, parse: Callable[[str], T]) -> T:
-        messages: list[ChatCompletionMessageParam] = [
-            {"role": "system", "content": system},
-            {"role": "user", "content": user},
-        ]
-        for attempt in (1, 2):
-            content = await self._ask(messages)
-            try:
-                return parse(content)
-            except ValueError as exc:  # json.JSONDecodeError and pydantic's ValidationError
-                self.stats.malformed += 1
-                if attempt == 2:
-                    raise ExtractionError(f"LLM output unusable twice: {exc}") from exc
-                self.stats.retries += 1
-                messages += [
-                    {"role": "assistant", "content": content},
-                    {
-                        "role": "user",
-                        "content": f"That answer was not usable ({str(exc)[:300]}). "
-                        "Reply again with only the JSON object described above.",
-                    },
-                ]
-        raise AssertionError("unreachable")
-
-    async def _ask(self, messages: list[ChatCompletionMessageParam]) -> str:
-        self.stats.calls += 1
-        extra: dict[str, Any] = (
-            {"response_format": {"type": "json_object"}} if self.json_mode else {}
-        )
-        try:
-            # The SDK timeout bounds each read; this bounds the whole call, so a server that
-            # trickles bytes cannot hold the worker.
-            async with asyncio.timeout(self.timeout_s):
-                resp = await self._client.chat.completions.create(
-                    model=self.model, messages=messages, temperature=0, **extra
-                )
-        except (TimeoutError, openai.APITimeoutError) as exc:
-            self.stats.timeouts += 1
-            raise ExtractionError(f"LLM call timed out after {self.timeout_s}s") from exc
-        except openai.OpenAIError as exc:
-            self.stats.errors += 1
-            raise ExtractionError(f"LLM endpoint failed: {exc}") from exc
-        if not resp.choices:
-            return ""
-        return resp.choices[0].message.content or ""
-
-    async def aclose(self) -> None:
-        await self._client.close()
+__all__ = [
+    "BATCH_PROMPT",
+    "EXTRACT_PROMPT",
+    "ChatJSON",
+    "LLMExtractor",
+    "LLMStats",
+    "RawFact",
+    "json_payload",
+    "message_facts",
+    "to_facts",
+]
 
 
 # --- the model's fact shape ----------------------------------------------------------------
@@ -179,98 +85,173 @@ class RawFact(BaseModel):
     @model_validator(mode="after")
     def _complete(self) -> RawFact:
         if self.value is None or self.value in ("", [], {}):
-            raise ValueError(f"fact {self.key!r} has no value")
-        if self.type is None and canonical_key(self.key) not in VOCABULARY:
-            raise ValueError(f"fact {self.key!r} needs a type")
+            raise ValueError(f"fact {safe_text(self.key, 60)!r} has no value")
+        if self.type is None and canonical_key(self.key[:512]) not in VOCABULARY:
+            raise ValueError(f"fact {safe_text(self.key, 60)!r} needs a type")
         return self
 
 
-class FactsPayload(BaseModel):
-    facts: list[RawFact]
+class _Rejected(Exception):
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(reason)
+        self.field = field
 
 
-def to_facts(raw: list[RawFact], *, text: str, known: Mapping[str, Any]) -> list[Fact]:
-    """Normalise the model's facts and relate them to ``known`` exactly as the rules do."""
-    budget = known.get("budget_limit")
-    currency = (budget.get("currency") if isinstance(budget, dict) else None) or default_currency(
-        text
+def _checked(raw: RawFact, max_value_bytes: int) -> RawFact:
+    """``raw`` with its canonical key if its key and values pass the checks."""
+    try:
+        key = check_fact_key(raw.key)
+    except InvalidInput as exc:
+        raise _Rejected("key", str(exc)) from None
+    try:
+        check_fact_value(raw.value, max_bytes=max_value_bytes)
+        if raw.supersedes is not None:
+            check_fact_value(raw.supersedes, max_bytes=max_value_bytes, kind="supersedes")
+    except InvalidInput as exc:
+        raise _Rejected("value", str(exc)) from None
+    return raw.model_copy(update={"key": key})
+
+
+def _to_fact(r: RawFact, *, text: str, known: Mapping[str, Any], currency: str) -> Fact | None:
+    fact = normalise_fact(
+        Fact(
+            key=r.key,
+            value=r.value,
+            type=r.type or "preference",  # replaced by the vocabulary's type (validated)
+            confidence=r.confidence,
+            source=r.source,
+            supersedes=r.supersedes,
+            override=has_turn_word(text) if r.override is None else r.override,
+        ),
+        default_currency=currency,
     )
-    turn = has_turn_word(text)
+    return None if fact is None else reconcile(fact, known)
+
+
+def _currency(text: str, known: Mapping[str, Any]) -> str:
+    budget = known.get("budget_limit")
+    code = budget.get("currency") if isinstance(budget, dict) else None
+    return code if isinstance(code, str) and code else default_currency(text)
+
+
+def to_facts(
+    raw: list[RawFact],
+    *,
+    text: str,
+    known: Mapping[str, Any],
+    max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+) -> list[Fact]:
+    """Normalise the model's facts and relate them to ``known`` exactly as the rules do;
+    a fact failing the checks, or with an unusable value, is left out."""
+    currency = _currency(text, known)
     out: dict[str, Fact] = {}
     for r in raw:
-        fact = normalise_fact(
-            Fact(
-                key=r.key,
-                value=r.value,
-                type=r.type or "preference",  # replaced by the vocabulary's type (validated)
-                confidence=r.confidence,
-                source=r.source,
-                supersedes=r.supersedes,
-                override=turn if r.override is None else r.override,
-            ),
-            default_currency=currency,
-        )
-        if fact is None:
-            log.debug("dropped LLM fact with an unusable value: %r", r)
+        try:
+            fact = _to_fact(_checked(r, max_value_bytes), text=text, known=known, currency=currency)
+        except _Rejected as exc:
+            metrics.LLM_FACTS_REJECTED.labels(exc.field).inc()
+            log.warning("dropped an LLM fact: %s", safe_text(exc))
             continue
-        out[fact.key] = reconcile(fact, known)
+        except Exception as exc:  # the vocabulary choked on it
+            metrics.LLM_FACTS_REJECTED.labels("value").inc()
+            log.warning("dropped an LLM fact: %s: %s", type(exc).__name__, safe_text(exc))
+            continue
+        if fact is None:
+            log.debug("dropped LLM fact with an unusable value: %s", safe_text(repr(r)))
+            continue
+        out[fact.key] = fact
     return list(out.values())
+
+
+def message_facts(
+    items: object, *, text: str, known: Mapping[str, Any], max_value_bytes: int
+) -> list[Fact]:
+    """The facts of one message from the model's list for it, all or nothing:
+    :class:`_Rejected` when the list, or any fact in it, fails validation (the model
+    misread this message, so the rules read it instead). A fact whose value the
+    vocabulary cannot use (an amount without a number) is only left out, as ever."""
+    if isinstance(items, dict) and set(items) == {"facts"}:
+        items = items["facts"]  # {"0": {"facts": [...]}} instead of {"0": [...]}
+    if not isinstance(items, list):
+        raise _Rejected("shape", f"the facts of a message are a {type(items).__name__}")
+    currency = _currency(text, known)
+    out: dict[str, Fact] = {}
+    for item in items:
+        try:
+            raw = RawFact.model_validate(item)
+        except ValidationError as exc:
+            raise _Rejected("shape", safe_text(exc)) from None
+        try:
+            fact = _to_fact(
+                _checked(raw, max_value_bytes), text=text, known=known, currency=currency
+            )
+        except _Rejected:
+            raise
+        except Exception as exc:  # the vocabulary choked on it: distrust the answer
+            raise _Rejected("value", f"{type(exc).__name__}: {safe_text(exc)}") from None
+        if fact is not None:
+            out[fact.key] = fact
+    return list(out.values())
+
+
+# --- answers -------------------------------------------------------------------------------
+
+
+def _parse_single(content: str) -> object:
+    payload = json_payload(content)
+    if not isinstance(payload, dict) or "facts" not in payload:
+        raise ValueError('the answer is not an object with "facts"')
+    return payload["facts"]
+
+
+def _parse_batch(content: str, count: int) -> dict[int, object]:
+    """Each message's fact list by index, from ``{"facts_by_message": {"0": [...]}}``
+    (a list in message order and, for one message, ``{"facts": [...]}`` are read too)."""
+    payload = json_payload(content)
+    if not isinstance(payload, dict):
+        raise ValueError("the answer is not a JSON object")
+    by_message = payload.get("facts_by_message")
+    if by_message is None and count == 1 and "facts" in payload:
+        return {0: payload["facts"]}
+    if isinstance(by_message, list) and len(by_message) == count:
+        return dict(enumerate(by_message))
+    if not isinstance(by_message, dict):
+        raise ValueError('the answer has no "facts_by_message" object keyed by message index')
+    out: dict[int, object] = {}
+    for k, v in by_message.items():
+        k = k.strip()
+        if k.isascii() and k.isdigit() and len(k) < 6 and int(k) < count:
+            out[int(k)] = v
+    return out
+
+
+def _reason(exc: ExtractionError) -> str:
+    return exc.reason if isinstance(exc, LLMCallFailed) else "error"
 
 
 # --- the extractor ---------------------------------------------------------------------------
 
-EXTRACT_PROMPT = """\
-You extract durable facts about the USER from one chat message, for a long-term memory.
-Reply with ONE JSON object and nothing else: {"facts": [...]}. Each fact has the fields
-  "key": string, "value": JSON, "type": "preference" | "profile" | "task" | "constraint",
-  "confidence": number 0..1, "source": "user_stated" | "extract" | "inferred",
-  "supersedes": the old value this one replaces, or null,
-  "override": true | false.
 
-Use these keys when they fit:
-  budget_limit (constraint): {"amount": number, "currency": ISO code such as "CNY", "USD"}
-  likes, dislikes, focus (preference): list of short strings
-  do_not_recommend (constraint): list of things the user does not want recommended
-  name, city, occupation (profile): string
-  language (preference): ISO 639-1 code of the language the user wants answers in
-  goal (task): what the user is trying to get done, a short string
-  anything else durable: a short snake_case English key.
+@dataclass
+class _LLMBatch:
+    """The model's answers for a batch; messages without a usable one get the rules'."""
 
-Rules:
-1. Current values only. When the user changes their mind the value is the NEW value,
-   never a range, average or compromise: "预算五千……其实我可以到八千" gives 8000,
-   not "5000-8000" and not 6500.
-2. If known_facts holds the key with a different value, put that old value in
-   "supersedes". If the message itself names the old value ("从五千改到八千"), use it.
-3. "override" is true when the message carries a turn word: 其实, 不过, 改一下, 改成, 还是,
-   算了, actually, instead, changed my mind, on second thought, scratch that.
-4. Keep free-text values in the user's own language and words; never translate:
-   "重点关注续航和重量" gives focus ["续航", "重量"].
-5. Keep negations: "不要推荐游戏本" is do_not_recommend ["游戏本"], never likes.
-6. source is "user_stated" for what the user said outright, "inferred" for anything you
-   conclude that the user did not say, "extract" for stated facts that needed reading
-   between the lines. Only the user's own statements count; no facts from small talk.
-   Nothing to extract: {"facts": []}.
+    extractor: LLMExtractor
+    messages: Sequence[BatchMessage]
+    answers: dict[int, object] = field(default_factory=dict)
+    failures: dict[int, str] = field(default_factory=dict)  # index -> why there is none
 
-Examples:
-known_facts {}, message "我预算不超过五千，重点关注续航和重量" →
-{"facts": [{"key": "budget_limit", "value": {"amount": 5000, "currency": "CNY"},
-"type": "constraint", "confidence": 0.95, "source": "user_stated", "supersedes": null,
-"override": false}, {"key": "focus", "value": ["续航", "重量"], "type": "preference",
-"confidence": 0.9, "source": "user_stated", "supersedes": null, "override": false}]}
-
-known_facts {"budget_limit": {"amount": 5000, "currency": "CNY"}},
-message "其实我可以到八千，别再推荐游戏本了" →
-{"facts": [{"key": "budget_limit", "value": {"amount": 8000, "currency": "CNY"},
-"type": "constraint", "confidence": 0.95, "source": "user_stated",
-"supersedes": {"amount": 5000, "currency": "CNY"}, "override": true},
-{"key": "do_not_recommend", "value": ["游戏本"], "type": "constraint",
-"confidence": 0.95, "source": "user_stated", "supersedes": null, "override": true}]}
-"""
-
-
-def _parse_facts(content: str) -> list[RawFact]:
-    return FactsPayload.model_validate(json_payload(content)).facts
+    async def extract(self, index: int, *, known: Mapping[str, Any]) -> list[Fact]:
+        m = self.messages[index]
+        if m.role != "user" or not m.text.strip():
+            return []
+        if index not in self.answers:
+            if index in self.failures:  # the request failed: logged once, for the batch
+                return await self.extractor.fall_back(m.text, known, self.failures[index])
+            return await self.extractor.fall_back(
+                m.text, known, "missing", "the answer left this message out"
+            )
+        return await self.extractor.read_answer(self.answers[index], m.text, known)
 
 
 class LLMExtractor:
@@ -278,17 +259,63 @@ class LLMExtractor:
 
     name = "llm"
 
-    def __init__(self, chat: ChatJSON, *, fallback: Extractor | None = None) -> None:
+    def __init__(
+        self,
+        chat: ChatJSON,
+        *,
+        fallback: Extractor | None = None,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+    ) -> None:
         self.chat = chat
         self.fallback: Extractor = fallback or RulesExtractor()
+        self.max_value_bytes = max_value_bytes
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LLMExtractor:
-        return cls(ChatJSON.from_settings(settings))
+        return cls(ChatJSON.from_settings(settings), max_value_bytes=settings.max_fact_value_bytes)
 
     @property
     def stats(self) -> LLMStats:
         return self.chat.stats
+
+    def _known(self, known: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The known facts fit to send: canonical, and only those that pass the checks."""
+        out: dict[str, Any] = {}
+        for key, value in normalise_known(known).items():
+            try:
+                check_fact_value(value, max_bytes=self.max_value_bytes)
+                out[check_fact_key(key)] = value
+            except InvalidInput:
+                continue
+        return out
+
+    async def fall_back(
+        self, text: str, known: Mapping[str, Any] | None, reason: str, why: object = None
+    ) -> list[Fact]:
+        """The fallback's facts for one message, counted (and logged when ``why``)."""
+        self.stats.fallbacks += 1
+        metrics.LLM_EXTRACTION_FALLBACKS.labels(reason).inc()
+        if why is not None:
+            log.warning(
+                "LLM extraction unusable (%s), using %s: %s",
+                reason,
+                self.fallback.name,
+                safe_text(why),
+            )
+        return await self.fallback.extract(text, role="user", known=known)
+
+    async def read_answer(
+        self, items: object, text: str, known: Mapping[str, Any] | None
+    ) -> list[Fact]:
+        """The facts of one message from the model's answer for it, or the rules' facts."""
+        try:
+            return message_facts(
+                items, text=text, known=normalise_known(known), max_value_bytes=self.max_value_bytes
+            )
+        except _Rejected as exc:
+            self.stats.dropped_facts += 1
+            metrics.LLM_FACTS_REJECTED.labels(exc.field).inc()
+            return await self.fall_back(text, known, "invalid_fact", exc)
 
     async def extract(
         self, text: str, *, role: str = "user", known: Mapping[str, Any] | None = None
@@ -297,15 +324,57 @@ class LLMExtractor:
         # skipping it halves the calls.
         if role != "user" or not text.strip():
             return []
-        known_n = normalise_known(known)
-        request = json.dumps({"known_facts": known_n, "message": text}, ensure_ascii=False)
+        request = json.dumps(
+            {"known_facts": self._known(known), "message": text}, ensure_ascii=False
+        )
         try:
-            raw = await self.chat.complete(EXTRACT_PROMPT, request, _parse_facts)
+            items = await self.chat.complete(EXTRACT_PROMPT, request, _parse_single)
         except ExtractionError as exc:
-            self.stats.fallbacks += 1
-            log.warning("LLM extraction failed, using %s: %s", self.fallback.name, exc)
-            return await self.fallback.extract(text, role=role, known=known)
-        return to_facts(raw, text=text, known=known_n)
+            return await self.fall_back(text, known, _reason(exc), exc)
+        return await self.read_answer(items, text, known)
+
+    async def prepare(
+        self, messages: Sequence[BatchMessage], known: Mapping[str, Mapping[str, Any]]
+    ) -> _LLMBatch:
+        """Ask for the facts of every user message of a batch: one request per user, all
+        at once; whatever fails leaves its messages to the rules."""
+        groups: dict[str, list[int]] = {}
+        for i, m in enumerate(messages):
+            if m.role == "user" and m.text.strip():
+                groups.setdefault(m.owner, []).append(i)
+        batch = _LLMBatch(self, messages)
+        await asyncio.gather(
+            *(self._ask_group(batch, idx, known.get(owner)) for owner, idx in groups.items())
+        )
+        return batch
+
+    async def _ask_group(
+        self, batch: _LLMBatch, indexes: list[int], known: Mapping[str, Any] | None
+    ) -> None:
+        request = json.dumps(
+            {
+                "known_facts": self._known(known),
+                "messages": [
+                    {"index": n, "text": batch.messages[i].text} for n, i in enumerate(indexes)
+                ],
+            },
+            ensure_ascii=False,
+        )
+        try:
+            answers = await self.chat.complete(
+                BATCH_PROMPT, request, lambda content: _parse_batch(content, len(indexes))
+            )
+        except ExtractionError as exc:
+            batch.failures.update(dict.fromkeys(indexes, _reason(exc)))
+            log.warning("LLM extraction of %d messages failed: %s", len(indexes), safe_text(exc))
+            return
+        except Exception as exc:  # never into ingest: the rules read these messages
+            batch.failures.update(dict.fromkeys(indexes, "error"))
+            log.exception("LLM extraction of %d messages failed: %s", len(indexes), safe_text(exc))
+            return
+        for n, i in enumerate(indexes):
+            if n in answers:
+                batch.answers[i] = answers[n]
 
     async def aclose(self) -> None:
         await self.chat.aclose()

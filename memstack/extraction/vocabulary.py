@@ -8,6 +8,7 @@ copy of :data:`VOCABULARY`; keep the two in step.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -162,6 +163,10 @@ def _cn_number(text: str, shorthand: int = 0) -> float | None:
     return _small_cn(text.lstrip("零〇"))
 
 
+# Longest number parse_number reads (digits, separators, numerals and suffixes).
+MAX_NUMBER_CHARS = 40
+
+
 def parse_number(text: str) -> float | None:
     """Read a number written in digits, Chinese numerals or a mix.
 
@@ -170,6 +175,14 @@ def parse_number(text: str) -> float | None:
     Returns None when ``text`` is not a number.
     """
     s = text.strip().replace(",", "").replace("，", "")
+    if len(s) > MAX_NUMBER_CHARS:
+        # Nobody writes an amount this long; "一万万万…" would also recurse once per 万.
+        return None
+    n = _parse_number(s)
+    return n if n is None or math.isfinite(n) else None
+
+
+def _parse_number(s: str) -> float | None:
     m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(thousand|grand|million|mn|m)", s, re.IGNORECASE)
     if m:
         mult = 1000 if m.group(2).lower() in ("thousand", "grand") else 1_000_000
@@ -242,7 +255,9 @@ def default_currency(text: str) -> str:
     return "CNY" if has_cjk(text) else "USD"
 
 
-def normalise_money(value: Any, *, default_currency: str = "CNY") -> dict[str, Any]:
+def normalise_money(
+    value: Any, *, default_currency: str = "CNY", _depth: int = 0
+) -> dict[str, Any]:
     """Any budget as written → ``{"amount": 8000, "currency": "CNY"}``.
 
     Accepts a number, a string ("8000元", "¥8,000", "八千"), or a mapping with
@@ -252,15 +267,25 @@ def normalise_money(value: Any, *, default_currency: str = "CNY") -> dict[str, A
     if isinstance(value, bool):
         raise ValueError("a boolean is not an amount")
     if isinstance(value, int | float):
-        return {"amount": tidy_number(float(value)), "currency": default_currency}
+        try:
+            amount = float(value)
+        except OverflowError:  # an integer beyond any float
+            raise ValueError("an amount too large to read") from None
+        if not math.isfinite(amount):
+            raise ValueError(f"{value!r} is not an amount")
+        return {"amount": tidy_number(amount), "currency": default_currency}
     if isinstance(value, Mapping):
+        if _depth >= 4:
+            raise ValueError("an amount nested in more than four mappings")
         cur = value.get("currency")
-        code = currency_code(str(cur)) if cur else None
+        code = currency_code(str(cur)) if isinstance(cur, str | int | float) and cur else None
         for field in ("amount", "max", "limit", "upper", "value", "to"):
             if value.get(field) is not None:
-                inner = normalise_money(value[field], default_currency=code or default_currency)
+                inner = normalise_money(
+                    value[field], default_currency=code or default_currency, _depth=_depth + 1
+                )
                 return {"amount": inner["amount"], "currency": code or inner["currency"]}
-        raise ValueError(f"no amount in {dict(value)!r}")
+        raise ValueError(f"no amount in a mapping of {len(value)} keys")
     if isinstance(value, str):
         code = find_currency(value) or default_currency
         numbers = [
@@ -357,8 +382,33 @@ def normalise_value(key: str, value: Any, *, default_currency: str = "CNY") -> A
     return normalise_text(value)
 
 
+# Deepest value same_value compares; fact values are records (docs/facts.md), so deeper
+# ones are malformed, and comparing or printing them recurses.
+COMPARE_MAX_DEPTH = 16
+
+
+def depth_within(value: Any, max_depth: int) -> bool:
+    """Whether ``value`` nests at most ``max_depth`` containers deep (a list of strings is
+    1 deep); iterative, so a value nested 100,000 deep is answered, not a RecursionError."""
+    if not isinstance(value, Mapping | list | tuple):
+        return True
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if level > max_depth:
+            return False
+        children = item.values() if isinstance(item, Mapping) else item
+        stack.extend((c, level + 1) for c in children if isinstance(c, Mapping | list | tuple))
+    return True
+
+
 def same_value(a: Any, b: Any) -> bool:
-    """Equality that ignores list order and letter case, so a restatement is not a change."""
+    """Equality that ignores list order and letter case, so a restatement is not a change.
+
+    Values nested deeper than :data:`COMPARE_MAX_DEPTH` are never the same as another
+    value (only as themselves): comparing them would recurse without bound."""
+    if not (depth_within(a, COMPARE_MAX_DEPTH) and depth_within(b, COMPARE_MAX_DEPTH)):
+        return a is b
     if isinstance(a, list) and isinstance(b, list):
         return {str(x).casefold() for x in a} == {str(x).casefold() for x in b}
     if isinstance(a, str) and isinstance(b, str):
