@@ -38,6 +38,8 @@ class Labels:
     list_sep: str
     colon: str
     paren: tuple[str, str]
+    # A note after a recalled sentence whose fact has changed since: {key}, {value}.
+    outdated: str
     just_now: str
     ages: Mapping[str, tuple[str, str]]  # unit -> (singular, plural) templates
 
@@ -70,6 +72,7 @@ ZH = Labels(
     list_sep="、",
     colon="：",
     paren=("（", "）"),
+    outdated="已过时：{key}现为{value}",
     just_now="刚刚",
     ages={
         "minute": ("{n}分钟前", "{n}分钟前"),
@@ -112,6 +115,7 @@ EN = Labels(
     list_sep=", ",
     colon=": ",
     paren=(" (", ")"),
+    outdated="outdated: {key} is now {value}",
     just_now="just now",
     ages={
         "minute": ("{n} minute ago", "{n} minutes ago"),
@@ -236,6 +240,27 @@ def format_value(value: Any, labels: Labels, *, limit: int = VALUE_CHARS) -> str
             break
         out.append(piece)
         size += len(piece)
+    return "".join(out)
+
+
+def mark_outdated(
+    text: str,
+    stale: Sequence[tuple[int, int, str]],
+    current: Mapping[str, Any],
+    labels: Labels,
+) -> str:
+    """``text`` with a note after each sentence of ``stale`` (start, end, key) that its
+    fact is now another value: ``我预算不超过五千（已过时：预算上限现为8000 CNY）``."""
+    out, at = [], 0
+    left, right = labels.paren
+    for start, end, key in stale:
+        sentence = text[start:end]
+        body = sentence.rstrip()
+        name = labels.fact_keys.get(key, key.replace("_", " "))
+        note = labels.outdated.format(key=name, value=format_value(current.get(key), labels))
+        out += [text[at:start], body, f"{left}{note}{right}", sentence[len(body) :]]
+        at = end
+    out.append(text[at:])
     return "".join(out)
 
 

@@ -57,6 +57,7 @@ from memstack.assembly import (
     age_header,
     assemble,
     labels_for,
+    mark_outdated,
     render_fact,
     render_history_groups,
     render_turn,
@@ -97,7 +98,7 @@ from memstack.periods import Period, named_period
 from memstack.ranking import MIN_CONTENT_TERMS, Candidate, dense_rewrite, fuse
 from memstack.reranker import RERANK_K, CrossEncoder
 from memstack.settings import Settings
-from memstack.snippets import char_bigrams, excerpt, jaccard, stale_key
+from memstack.snippets import char_bigrams, excerpt, jaccard, other_terms, stale_statements
 from memstack.tokens import count_tokens, line_tokens, term_count
 from memstack.vectorstores.base import VectorHit, VectorStore
 from memstack.working_memory import WindowMessage, WorkingMemory
@@ -684,6 +685,7 @@ class Recall:
                 if c.content is not None
                 else c.chunk_text
             )
+            stale_key_, c.text = _outdated(c.text, g.superseded, current_values, labels)
             age = now_s - (c.created_at if c.created_at is not None else now_s)
             c.header = age_header(age, labels)
             # Without its ledger row, the unit's chunk text already reads "role: content".
@@ -708,8 +710,8 @@ class Recall:
                 detail = "ranked below what the budget can hold"
             elif covered.issuperset(ids):
                 reason, detail = DUPLICATE, "same message as a better item"
-            elif (key := stale_key(c.text, g.superseded, current_values)) is not None:
-                reason, detail = STALE, f"carries a superseded value of {key}"
+            elif stale_key_ is not None:
+                reason, detail = STALE, f"says nothing but a superseded value of {stale_key_}"
                 metrics.STALE_DROPS.inc()
             else:
                 grams = char_bigrams(c.text)
@@ -972,6 +974,31 @@ class Recall:
 
 
 # --- small helpers -----------------------------------------------------------------------------
+
+
+# A recalled item with fewer lexical terms than this besides a superseded value (and
+# the words naming its fact) says nothing else: "好的，五千以内。", "I live in Berlin."
+# It is dropped; one that says more is kept, its outdated sentences marked.
+MIN_OTHER_TERMS = 3
+
+
+def _outdated(
+    text: str,
+    superseded: Mapping[str, Sequence[Any]],
+    current: Mapping[str, Any],
+    labels: Labels,
+) -> tuple[str | None, str]:
+    """(the key, if ``text`` says nothing but a superseded value; ``text`` with a note
+    after each sentence that repeats one). Seed 002 §5.1 keeps a changed value from the
+    model; dropping the whole message also lost whatever else it said ("I live in
+    Berlin and I'm vegetarian" is evidence of the diet after a move)."""
+    stale = stale_statements(text, superseded, current)
+    if not stale:
+        return None, text
+    keys = sorted({key for _start, _end, key in stale})
+    if other_terms(text, keys, superseded) < MIN_OTHER_TERMS:
+        return stale[0][2], text
+    return None, mark_outdated(text, stale, current, labels)
 
 
 def _epoch_s(now: datetime | float | None) -> float:

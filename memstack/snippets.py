@@ -96,6 +96,72 @@ def stale_key(
     return None
 
 
+# A sentence ends at Chinese 。！？； or English .!? before a space, or at a line break.
+_SENTENCE_END = re.compile(r"[。！？；…]+[”’」』）)\]]*\s*|[.!?]+[\"')\]]*\s+|\n+")
+
+
+def sentences(text: str) -> list[tuple[int, int]]:
+    """Spans of ``text``'s sentences, covering it end to end."""
+    spans = []
+    start = 0
+    for match in _SENTENCE_END.finditer(text):
+        if match.end() > start:
+            spans.append((start, match.end()))
+            start = match.end()
+    if start < len(text):
+        spans.append((start, len(text)))
+    return spans
+
+
+# Values whose change makes an old statement of them wrong: an amount, a city, a name,
+# a language. An item that left a list of likes or concerns is not: "I like jazz" stays
+# true of its time, and list items are short words a long message contains by chance.
+TRUSTED_KINDS = frozenset({"money", "text", "language"})
+
+
+def stale_statements(
+    text: str, superseded: Mapping[str, Sequence[Any]], current: Mapping[str, Any]
+) -> list[tuple[int, int, str]]:
+    """The sentences of ``text`` that repeat a superseded value of a trusted kind, as
+    (start, end, key): only they are outdated, not the message around them ("I live in
+    Berlin and I'm vegetarian" stays evidence of the diet after a move)."""
+    trusted = {
+        k: v
+        for k, v in superseded.items()
+        if (spec := VOCABULARY.get(k)) is not None and spec.kind in TRUSTED_KINDS
+    }
+    if not trusted:
+        return []
+    out = []
+    for start, end in sentences(text):
+        key = stale_key(text[start:end], trusted, current)
+        if key is not None:
+            out.append((start, end, key))
+    return out
+
+
+def other_terms(text: str, keys: Sequence[str], superseded: Mapping[str, Sequence[Any]]) -> int:
+    """How many lexical terms of ``text`` say something besides the superseded values of
+    ``keys``: not a number, not one of those values, not a word naming those facts.
+    "我预算不超过五千" has two ("不", "超过"); "I'm Bob and a strict vegetarian in Berlin"
+    has four."""
+    drop: set[str] = set()
+    for key in keys:
+        spec = VOCABULARY.get(key)
+        if spec is not None:
+            for word in (key, *spec.synonyms):
+                drop.update(lexical_terms(word.replace("_", " ")))
+        for old in superseded.get(key, ()):
+            items = old if isinstance(old, list) else [old] if isinstance(old, str) else []
+            for item in items:
+                drop.update(lexical_terms(str(item)))
+    return sum(
+        1
+        for t in lexical_terms(text)
+        if t not in drop and not t.isdigit() and parse_number(t) is None
+    )
+
+
 def excerpt(content: str, weights: Mapping[str, float], limit_chars: int) -> str:
     """The message, or for a long one its piece sharing most query terms (best chunk)."""
     if len(content) <= limit_chars:

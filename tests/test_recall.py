@@ -131,7 +131,7 @@ def semantic_ids(result) -> set[str]:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize(("script", "locale"), [(SCRIPT_ZH, "zh"), (SCRIPT_EN, "en")])
-async def test_seed_scenario_shows_8000_never_5000(
+async def test_seed_scenario_shows_8000_and_5000_only_as_outdated(
     mem: AsyncMemory, script: list[tuple[int, str, str]], locale: str
 ) -> None:
     user = new_id("u")
@@ -145,11 +145,11 @@ async def test_seed_scenario_shows_8000_never_5000(
         locale=locale,
     )
     assert "8000" in result.text
-    for stale in ("5000", "5,000", "五千"):
-        assert stale not in result.text
-    stale_drops = [m for m in result.manifest if m.reason == "stale_value"]
-    # The filter did the work: the 5000 turns were retrieved and dropped.
-    assert any("五千" in m.preview or "5,000" in m.preview for m in stale_drops)
+    # The 5000 turns also say what the user wants: they stay, every sentence that
+    # repeats 5000 marked as outdated, never the old value on its own.
+    note = "已过时：预算上限现为8000 CNY" if locale == "zh" else "outdated: Budget limit is now 8000"
+    lines = [ln for ln in result.text.splitlines() if any(v in ln for v in ("5,000", "五千"))]
+    assert lines and all(note in ln for ln in lines), lines
     facts_at = result.text.index("预算上限" if locale == "zh" else "Budget limit")
     history_label = "## 相关历史片段" if locale == "zh" else "## Related history"
     assert facts_at < result.text.index(history_label)
@@ -710,7 +710,7 @@ def test_sync_memory_context(embedded_settings: Settings) -> None:
         mem.drain(summarize=False)
         result = mem.context(user, "sync-s2", "What is my budget?", now=NOW, locale="en")
     assert "8,000" in result.text or "8000" in result.text
-    assert "5,000" not in result.text
+    assert all("outdated" in ln for ln in result.text.splitlines() if "5,000" in ln)
 
 
 def test_a_when_question_ignores_recency(tmp_path: Path) -> None:
@@ -954,3 +954,36 @@ async def test_context_with_the_cross_encoder(tmp_path: Path) -> None:
         assert "8000 yuan" in result.sections["history"].text
     finally:
         await mem.close()
+
+
+async def test_a_superseded_value_costs_only_its_own_sentence(mem: AsyncMemory) -> None:
+    """Once Berlin is superseded, the message that also says "vegetarian" stays evidence
+    for the diet, with its outdated sentence marked; a message that says nothing but
+    the old value is still dropped."""
+    user, s = new_id("u"), new_id("s")
+    intro = await mem.remember(
+        user,
+        s,
+        "user",
+        "Hi, I'm Bob. I live in Berlin and I'm a strict vegetarian.",
+        ts=NOW - 9 * DAY,
+    )
+    only = await mem.remember(user, s, "user", "I live in Berlin.", ts=NOW - 8 * DAY)
+    await mem.remember(user, s, "user", "I live in Lisbon.", ts=NOW - 2 * DAY)
+    await mem.drain(summarize=False)
+    assert [f.value for f in await mem.facts(user) if f.key == "city"] == ["Lisbon"]
+    result = await mem.context(user, new_id("s"), "Am I vegetarian?", now=NOW, locale="en")
+    assert intro in result.kept_msg_ids("semantic")
+    assert "strict vegetarian. (outdated: City is now Lisbon)" in result.text
+    dropped = {m.msg_ids[0]: m.reason for m in result.manifest if not m.kept}
+    assert dropped.get(only) == "stale_value"
+
+
+async def test_an_item_that_left_a_list_marks_nothing(mem: AsyncMemory) -> None:
+    user, s = new_id("u"), new_id("s")
+    said = await mem.remember(user, s, "user", "I like jazz and long walks.", ts=NOW - 9 * DAY)
+    await mem.remember(user, s, "user", "Actually I like rock.", ts=NOW - 2 * DAY)
+    await mem.drain(summarize=False)
+    result = await mem.context(user, new_id("s"), "What music do I like?", now=NOW, locale="en")
+    assert said in result.kept_msg_ids("semantic")
+    assert "outdated" not in result.text
