@@ -10,16 +10,19 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from memstack import db, redis_layout
+from memstack.doctor import check_urls
 from memstack.errors import MemstackError
 from memstack.keys import LAYOUT_VERSION, Keys
 from memstack.settings import Settings, load_settings
 from memstack.stores import create_redis
 
 if TYPE_CHECKING:
-    from memstack.knowledge_base import AddResult
+    from memstack.knowledge_base import AddResult, KBHit, Skipped
     from memstack.memory import AsyncMemory
 
 app = typer.Typer(help="memstack: layered memory for long-running AI agents.", no_args_is_help=True)
@@ -31,10 +34,13 @@ console = Console()
 
 
 def _settings() -> Settings:
+    """The settings, with the server URLs parsed: a bad one is one line and exit 2."""
     try:
-        return load_settings()
+        settings = load_settings()
+        check_urls(settings)  # parsed, not connected: no traceback for a bad one
+        return settings
     except MemstackError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from exc
 
 
@@ -77,8 +83,10 @@ async def _upgrade_redis(settings: Settings) -> int:
 
 @app.command()
 def doctor() -> None:
-    """Reach each configured store, print its version and mode; exit 1 if one is down or
-    set up to lose data (a Redis that keeps nothing on disk)."""
+    """Reach each configured store, print its version and mode; exit 1 if one is down,
+    needs `memstack db upgrade`, or is set up to lose data (a Redis that keeps nothing on
+    disk; in server mode, a store each process would keep under its own working
+    directory)."""
     from memstack.doctor import run_checks
 
     settings = _settings()
@@ -190,8 +198,16 @@ def kb_add(
     paths: Annotated[list[Path], typer.Argument(help="Text or Markdown files, or folders.")],
     namespace: NamespaceOption = "default",
 ) -> None:
-    """Add or replace documents; unchanged ones are skipped."""
+    """Add or replace documents; unchanged ones are skipped.
+
+    A file named here must be a usable text or Markdown file, or nothing is added. In a
+    folder, files that are empty, binary, over MEMSTACK_MAX_DOCUMENT_BYTES or of another
+    type are skipped and listed, and the rest is added: the exit code is 0 when anything
+    was added (or found unchanged), 1 when nothing could be.
+    """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from memstack.knowledge_base import AddReport
 
     settings = _settings()
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
@@ -208,12 +224,26 @@ def kb_add(
     for col in ("doc_id", "status", "chunks", "title"):
         table.add_column(col)
     for r in results:
-        table.add_row(r.doc_id, r.status, str(r.chunk_count), r.title)
+        table.add_row(r.doc_id, r.status, str(r.chunk_count), Text(r.title))
     console.print(table)
     counts = Counter(r.status for r in results)
-    console.print(
-        ", ".join(f"{counts[s]} {s}" for s in ("added", "replaced", "unchanged") if counts[s])
-    )
+    skipped = results.skipped if isinstance(results, AddReport) else []
+    summary = [f"{counts[s]} {s}" for s in ("added", "replaced", "unchanged") if counts[s]]
+    console.print(", ".join([*summary, *([f"{len(skipped)} skipped"] if skipped else [])]))
+    _print_skipped(skipped)
+
+
+SKIPS_SHOWN = 50
+
+
+def _print_skipped(skipped: list[Skipped]) -> None:
+    if not skipped:
+        return
+    console.print(f"skipped {len(skipped)} file{'s' if len(skipped) != 1 else ''}:")
+    for s in skipped[:SKIPS_SHOWN]:
+        console.print(f"  {s.path}: {s.reason}", markup=False, highlight=False)
+    if len(skipped) > SKIPS_SHOWN:
+        console.print(f"  … and {len(skipped) - SKIPS_SHOWN} more")
 
 
 @kb_app.command("list")
@@ -228,7 +258,7 @@ def kb_list(namespace: NamespaceOption = "default") -> None:
         table.add_column(col)
     for d in docs:
         updated = d.updated_at.strftime("%Y-%m-%d %H:%M")
-        table.add_row(d.doc_id, d.title, str(d.chunk_count), updated, d.source)
+        table.add_row(d.doc_id, Text(d.title), str(d.chunk_count), updated, Text(d.source))
     console.print(table)
 
 
@@ -246,16 +276,43 @@ def kb_remove(
 def kb_search(
     query: Annotated[str, typer.Argument(help="What to look for.")],
     top_k: Annotated[int | None, typer.Option(help="Hits (default: kb_top_k).")] = None,
+    all_: Annotated[
+        bool,
+        typer.Option("--all", help="Also show the nearest chunks scoring below kb_min_score."),
+    ] = False,
     namespace: NamespaceOption = "default",
 ) -> None:
-    """Search the knowledge base as Level 2 does each turn."""
-    hits = _with_memory(_settings(), lambda mem: mem.kb_search(query, top_k, namespace=namespace))
-    table = Table(title=f"{len(hits)} hits")
+    """Search the knowledge base as Level 2 does each turn: hits scoring below
+    kb_min_score are noise and left out (unless --all)."""
+    settings = _settings()
+
+    async def work(mem: AsyncMemory) -> tuple[list[KBHit], int | None]:
+        kb = await mem.knowledge_base(namespace)
+        hits = await kb.search(query, top_k, min_score=-1.0 if all_ else None)
+        # Only when nothing is found: say whether there was anything to find.
+        return hits, None if hits else len(await kb.documents())
+
+    hits, documents = _with_memory(settings, work)
+    if not hits:
+        if documents == 0:
+            console.print(f"no hits: knowledge base {namespace!r} is empty")
+        else:
+            plural = "s" if documents != 1 else ""
+            console.print(
+                f"no hits: no chunk of knowledge base {namespace!r} ({documents} document"
+                f"{plural}) scores at least {settings.kb_min_score:g} (kb_min_score); "
+                "--all shows the nearest anyway"
+            )
+        return
+    table = Table(title=f"{len(hits)} hit{'s' if len(hits) != 1 else ''}")
     for col in ("score", "doc_id", "chunk", "text"):
         table.add_column(col)
     for h in hits:
         text = h.text if len(h.text) <= 120 else h.text[:119] + "…"
-        table.add_row(f"{h.score:.3f}", h.doc_id, str(h.chunk_idx), text)
+        noise = h.score < settings.kb_min_score  # shown with --all only
+        table.add_row(
+            f"{h.score:.3f}", h.doc_id, str(h.chunk_idx), Text(text), style="dim" if noise else None
+        )
     console.print(table)
 
 

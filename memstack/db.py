@@ -52,7 +52,7 @@ def sync_url(settings: Settings) -> str:
     assert settings.database_url is not None
     try:
         url = make_url(settings.database_url)
-    except ArgumentError:
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
         raise ConfigError(
             "MEMSTACK_DATABASE_URL is not a database URL "
             "(expected postgresql://user@host:5432/db or sqlite:///path)"

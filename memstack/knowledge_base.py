@@ -15,16 +15,21 @@ document missing. Removing a document deletes every chunk whose ``doc_id`` match
 whatever the registry says, so an interrupted earlier run leaves nothing behind.
 
 Namespaces keep knowledge bases apart inside one collection: every search and delete
-is scoped to one.
+is scoped to one. Searches leave out hits under ``kb_min_score`` unless asked not to.
+
+Reading files and checking documents (text, title, source, size) is
+:mod:`memstack.documents`: a refused document writes nothing. :func:`has_documents`
+tells ``context()`` whether there is a knowledge base to search at all, from the
+registry, read at most every :data:`PRESENCE_TTL_S` seconds per process.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Sequence
+import asyncio
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Literal
 
 from sqlalchemy import delete, select
@@ -32,32 +37,26 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memstack.chunking import split_semantic
+from memstack.documents import SUFFIXES as SUFFIXES
+from memstack.documents import Document as Document
+from memstack.documents import Skipped as Skipped
+from memstack.documents import Source as Source
+from memstack.documents import load_documents, normalise
+from memstack.documents import slug_id as slug_id
 from memstack.embedders import Embedder
 from memstack.errors import NotFound, StoreError, StoreUnavailable, ValidationError
 from memstack.ids import chunk_id, text_hash, validate_id
+from memstack.inputs import check_text
 from memstack.models import KBDocumentRow
 from memstack.settings import Settings
 from memstack.vectorstores.base import MetaValue, VectorRecord, VectorStore
 
 DEFAULT_NAMESPACE = "default"
 SCOPE_KEY = "kb"
-SUFFIXES = frozenset({".md", ".markdown", ".txt", ".text"})
 MAX_NAMESPACE_LEN = 64
-MAX_TITLE_LEN = 300
-_MAX_DOC_ID_STEM = 100
-_UNSAFE_ID_CHARS = re.compile(r"[^A-Za-z0-9_.:@-]+")
-_MD_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
-
-
-@dataclass(frozen=True)
-class Document:
-    """A document to add. ``doc_id`` defaults to one derived from the content (a string)
-    or the path (a file); give it explicitly to replace a document by adding it again."""
-
-    text: str
-    doc_id: str | None = None
-    title: str | None = None
-    source: str | None = None
+# How long this process trusts what it last read of whether the registry holds documents
+# (documents added or removed here update it at once).
+PRESENCE_TTL_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -97,9 +96,17 @@ class AddResult:
     chunk_count: int
 
 
+class AddReport(list[AddResult]):
+    """What :meth:`KnowledgeBase.add` did: one :class:`AddResult` per document, in
+    order (it is that list), and ``skipped``, the files of folders it left out."""
+
+    def __init__(self, results: Iterable[AddResult] = (), skipped: Iterable[Skipped] = ()) -> None:
+        super().__init__(results)
+        self.skipped: list[Skipped] = list(skipped)
+
+
 # Called after each document with (documents done, documents in total, its result).
 Progress = Callable[[int, int, AddResult], None]
-Source = Path | str | Document
 
 
 def _now() -> datetime:
@@ -107,124 +114,94 @@ def _now() -> datetime:
 
 
 def _db_error(exc: SQLAlchemyError) -> StoreUnavailable:
-    return StoreUnavailable(f"database (knowledge-base registry): {exc}")
+    # Only the class name: a driver's message holds the statement and its parameters
+    # (the document's text and title), and messages reach API clients. The chained
+    # exception keeps it for logs.
+    cause = type(getattr(exc, "orig", None) or exc).__name__
+    return StoreUnavailable(f"database (knowledge-base registry): {cause}")
 
 
-def slug_id(name: str) -> str:
-    """A valid doc id for ``name`` (a file stem or relative path).
-
-    Names that are already safe are kept as they are; others (Chinese file names,
-    spaces) keep their safe characters and get a hash suffix, so "清结算.md" and
-    "合规.md" do not both become "-".
-    """
-    stem = _UNSAFE_ID_CHARS.sub("-", name).strip("-.")[:_MAX_DOC_ID_STEM]
-    if stem == name and stem:
-        return stem
-    suffix = text_hash(name)[:10]
-    return f"{stem}-{suffix}" if stem else f"doc-{suffix}"
+def registry_collection(settings: Settings) -> str:
+    """The collection the registry rows of this deployment's knowledge base name (the
+    KB store's collection, as :func:`~memstack.vectorstores.factory.build_kb_store`
+    names it)."""
+    return f"{settings.key_prefix}_kb"
 
 
-def _title_of(text: str, fallback: str, markdown: bool) -> str:
-    if markdown and (heading := _MD_HEADING.search(text)):
-        return heading.group(1)[:MAX_TITLE_LEN]
-    if fallback:
-        return fallback[:MAX_TITLE_LEN]
-    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
-    return first[:80]
+# --- is there a knowledge base? ----------------------------------------------------------
+# context() searches the knowledge base only when it holds documents. What this process
+# last read of that, by (database, collection): (when, answer).
+_presence: dict[tuple[str, str], tuple[float, bool]] = {}
+_lookups: dict[tuple[str, str], asyncio.Task[bool]] = {}
 
 
-def _read_file(path: Path, doc_id: str) -> Document:
+def _presence_key(settings: Settings, collection: str) -> tuple[str, str]:
+    return (settings.database_url or str(settings.home.resolve()), collection)
+
+
+def _presence_changed(settings: Settings, collection: str, present: bool | None) -> None:
+    """This process added (True) or removed (None: read again) documents."""
+    key = _presence_key(settings, collection)
+    if present is None:
+        _presence.pop(key, None)
+    else:
+        _presence[key] = (time.monotonic(), present)
+
+
+async def registry_has_documents(
+    sessions: async_sessionmaker[AsyncSession],
+    collection: str,
+    namespace: str | None = DEFAULT_NAMESPACE,
+) -> bool:
+    """Whether the registry holds a document of ``collection`` (and of ``namespace``,
+    unless None): one lookup on the primary key's prefix."""
+    query = select(KBDocumentRow.doc_id).where(KBDocumentRow.collection == collection)
+    if namespace is not None:
+        query = query.where(KBDocumentRow.namespace == namespace)
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValidationError(f"{path}: not UTF-8 text ({exc.reason})") from exc
-    except OSError as exc:
-        raise ValidationError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    markdown = path.suffix.lower() in (".md", ".markdown")
-    return Document(
-        text=text,
-        doc_id=doc_id,
-        title=_title_of(text, path.stem, markdown),
-        source=str(path.resolve()),
-    )
+        async with sessions() as session:
+            return await session.scalar(query.limit(1)) is not None
+    except SQLAlchemyError as exc:
+        raise _db_error(exc) from exc
 
 
-def _documents_of_path(path: Path) -> list[Document]:
-    if path.is_file():
-        if path.suffix.lower() not in SUFFIXES:
-            raise ValidationError(
-                f"{path}: unsupported file type {path.suffix or '(none)'}; "
-                f"the knowledge base takes {', '.join(sorted(SUFFIXES))}"
-            )
-        return [_read_file(path, slug_id(path.stem))]
-    if path.is_dir():
-        files = sorted(
-            p
-            for p in path.rglob("*")
-            if p.is_file()
-            and p.suffix.lower() in SUFFIXES
-            and not any(part.startswith(".") for part in p.relative_to(path).parts)
-        )
-        if not files:
-            raise ValidationError(f"{path}: no {', '.join(sorted(SUFFIXES))} files in this folder")
-        # Ids from the path inside the folder, so two folders' README.md differ by place.
-        return [
-            _read_file(p, slug_id(".".join(p.relative_to(path).with_suffix("").parts)))
-            for p in files
-        ]
-    raise ValidationError(f"{path}: no such file or folder")
+async def has_documents(
+    settings: Settings,
+    sessions: async_sessionmaker[AsyncSession],
+    *,
+    ttl_s: float | None = None,
+) -> bool:
+    """Whether this deployment's knowledge base (its default namespace, the one the
+    session knowledge cache searches) holds documents, wherever they were added.
 
-
-def _normalise(doc: Document) -> Document:
-    if not isinstance(doc.text, str):
-        raise ValidationError(f"document text must be a string, got {type(doc.text).__name__}")
-    where = doc.source or doc.doc_id or doc.text[:40]
-    if not doc.text.strip():
-        raise ValidationError(f"document {where!r} is empty")
-    doc_id = doc.doc_id if doc.doc_id is not None else f"text-{text_hash(doc.text)[:16]}"
-    validate_id("doc_id", doc_id)
-    title = doc.title if doc.title is not None else _title_of(doc.text, "", False)
-    return Document(
-        text=doc.text,
-        doc_id=doc_id,
-        title=title[:MAX_TITLE_LEN],
-        source=doc.source if doc.source is not None else "api",
-    )
-
-
-def load_documents(sources: Sequence[Source]) -> list[Document]:
-    """Read and check every source before anything is written.
-
-    A :class:`~pathlib.Path` is a file or a folder (its text and Markdown files, hidden
-    ones skipped); a ``str`` is the text of a document; a :class:`Document` is text with
-    its id, title and source. Raises :class:`ValidationError` on the first bad source or
-    on two documents with one id.
+    Read from the registry at most once per ``ttl_s`` (default :data:`PRESENCE_TTL_S`)
+    per process, one lookup shared by concurrent callers; documents this process adds
+    or removes update the answer at once. :class:`StoreUnavailable` when the registry
+    cannot be read.
     """
-    if isinstance(sources, str | Path | Document):
-        raise ValidationError("sources must be a sequence of paths, texts or Documents")
-    if not sources:
-        raise ValidationError("nothing to add: give at least one path or text")
-    docs: list[Document] = []
-    for source in sources:
-        if isinstance(source, Path):
-            docs.extend(_normalise(d) for d in _documents_of_path(source))
-        elif isinstance(source, str):
-            docs.append(_normalise(Document(text=source)))
-        elif isinstance(source, Document):
-            docs.append(_normalise(source))
-        else:
-            raise ValidationError(
-                f"cannot add a {type(source).__name__}: give a Path, a str or a Document"
-            )
-    seen: dict[str, str] = {}
-    for doc in docs:
-        assert doc.doc_id is not None
-        if doc.doc_id in seen:
-            raise ValidationError(
-                f"two documents have the id {doc.doc_id!r} ({seen[doc.doc_id]} and {doc.source})"
-            )
-        seen[doc.doc_id] = doc.source or ""
-    return docs
+    key = _presence_key(settings, registry_collection(settings))
+    known = _presence.get(key)
+    ttl = PRESENCE_TTL_S if ttl_s is None else ttl_s
+    if known is not None and time.monotonic() - known[0] < ttl:
+        return known[1]
+    loop = asyncio.get_running_loop()
+    task = _lookups.get(key)
+    if task is None or task.done() or task.get_loop() is not loop:
+        task = loop.create_task(_look_up(key, sessions))
+        # Read its outcome even when every caller was cancelled (no "never retrieved").
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        _lookups[key] = task
+    return await asyncio.shield(task)
+
+
+async def _look_up(key: tuple[str, str], sessions: async_sessionmaker[AsyncSession]) -> bool:
+    try:
+        present = await registry_has_documents(sessions, key[1])
+        _presence[key] = (time.monotonic(), present)
+        return present
+    finally:
+        if _lookups.get(key) is asyncio.current_task():
+            del _lookups[key]
 
 
 def _as_document(row: KBDocumentRow) -> KBDocument:
@@ -279,18 +256,22 @@ class KnowledgeBase:
     # --- write ----------------------------------------------------------------------
     async def add(
         self, sources: Sequence[Source], *, progress: Progress | None = None
-    ) -> list[AddResult]:
-        """Add or replace documents; every source is read and checked first."""
-        docs = load_documents(sources)
-        results: list[AddResult] = []
-        for doc in docs:
-            results.append(await self.add_document(doc))
+    ) -> AddReport:
+        """Add or replace documents; every source is read and checked first (see
+        :mod:`memstack.documents`: a refused one writes nothing, a folder's unusable
+        files are skipped and listed in the report's ``skipped``)."""
+        loaded = load_documents(sources, self.settings.max_document_bytes)
+        report = AddReport(skipped=loaded.skipped)
+        for doc in loaded.documents:
+            report.append(await self.add_document(doc))
             if progress is not None:
-                progress(len(results), len(docs), results[-1])
-        return results
+                progress(len(report), len(loaded.documents), report[-1])
+        return report
 
     async def add_document(self, doc: Document) -> AddResult:
-        doc = _normalise(doc)
+        """Add or replace one document; :class:`~memstack.errors.InvalidContent` (and
+        nothing written) if it is refused."""
+        doc = normalise(doc, self.settings.max_document_bytes)
         assert doc.doc_id is not None and doc.title is not None and doc.source is not None
         doc_id, title, source = doc.doc_id, doc.title, doc.source
         content_hash = text_hash(doc.text)
@@ -338,6 +319,8 @@ class KnowledgeBase:
             surplus = [self._vector_id(doc_id, i) for i in range(len(records), row.chunk_count)]
             await self.store.delete(scope=doc_scope, ids=surplus)
         await self._save(doc_id, title, source, content_hash, len(records), model_version)
+        if self.namespace == DEFAULT_NAMESPACE:
+            _presence_changed(self.settings, self.collection, True)
         return AddResult(
             doc_id, title, source, "added" if row is None else "replaced", len(records)
         )
@@ -360,6 +343,8 @@ class KnowledgeBase:
                 )
         except SQLAlchemyError as exc:
             raise _db_error(exc) from exc
+        if self.namespace == DEFAULT_NAMESPACE:
+            _presence_changed(self.settings, self.collection, None)
         return _as_document(row)
 
     # --- read -----------------------------------------------------------------------
@@ -386,13 +371,20 @@ class KnowledgeBase:
             raise NotFound(f"no document {doc_id!r} in knowledge base {self.namespace!r}")
         return _as_document(row)
 
-    async def search(self, query: str, top_k: int | None = None) -> list[KBHit]:
-        """The ``top_k`` (default ``kb_top_k``) chunks most similar to ``query``."""
-        if not isinstance(query, str) or not query.strip():
+    async def search(
+        self, query: str, top_k: int | None = None, *, min_score: float | None = None
+    ) -> list[KBHit]:
+        """The ``top_k`` (default ``kb_top_k``) chunks most similar to ``query`` that
+        score at least ``min_score`` (default ``kb_min_score``: a vector search always
+        finds neighbours, and those below it are noise); best first. ``min_score=-1``
+        keeps every neighbour."""
+        check_text("query", query, max_bytes=self.settings.max_message_bytes)
+        if not query.strip():
             raise ValidationError("query must be a non-empty string")
         k = self.settings.kb_top_k if top_k is None else top_k
-        if not isinstance(k, int) or k <= 0:
+        if not isinstance(k, int) or isinstance(k, bool) or k <= 0:
             raise ValidationError(f"top_k must be a positive integer, got {k!r}")
+        floor = self.settings.kb_min_score if min_score is None else min_score
         [vector] = await self.embedder.embed_queries([query])
         hits = await self.store.search(vector, scope=self.scope, top_k=k)
         return [
@@ -406,6 +398,7 @@ class KnowledgeBase:
                 score=h.score,
             )
             for h in hits
+            if h.score >= floor
         ]
 
     # --- registry ---------------------------------------------------------------------

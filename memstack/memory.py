@@ -31,12 +31,13 @@ from memstack.journal import Journal
 from memstack.keys import Keys
 from memstack.knowledge_base import (
     DEFAULT_NAMESPACE,
-    AddResult,
+    AddReport,
     KBDocument,
     KBHit,
     KnowledgeBase,
     Progress,
     Source,
+    has_documents,
 )
 from memstack.knowledge_cache import KnowledgeCache, KnowledgeTurn, kb_search
 from memstack.maintenance import MaintenanceReport
@@ -484,7 +485,7 @@ class AsyncMemory:
         *sources: Source,
         namespace: str = DEFAULT_NAMESPACE,
         progress: Progress | None = None,
-    ) -> list[AddResult]:
+    ) -> AddReport:
         """Add or replace documents: a ``Path`` is a file or folder, a ``str`` is the text
         of a document, a :class:`~memstack.knowledge_base.Document` is text with its id."""
         kb = await self.knowledge_base(namespace)
@@ -536,10 +537,17 @@ class AsyncMemory:
     async def _knowledge_section(
         self, user_id: str, session_id: str, message: str, locale: str
     ) -> KnowledgeTurn | None:
-        # Only a configured knowledge base (a server URL, or one this process opened)
-        # costs a search per turn; otherwise the section stays empty.
+        # Only a knowledge base that exists costs a search per turn: a server URL, one
+        # this process opened, or documents in the registry, added by any process (read
+        # at most every 30 s per process, at once after this process adds or removes
+        # documents); otherwise the section stays empty.
         if not self.settings.kb_url and self._kb_store is None:
-            return None
+            try:
+                if not await has_documents(self.settings, self.reads):
+                    return None
+            except StoreUnavailable:
+                # The database is down (the facts layer says so): no knowledge known.
+                return None
         return await self.knowledge_context(user_id, session_id, message, locale=locale)
 
     async def context(

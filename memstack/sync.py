@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from memstack.facts import StoredFact
 from memstack.knowledge_base import (
     DEFAULT_NAMESPACE,
-    AddResult,
+    AddReport,
     KBDocument,
     KBHit,
     Progress,
@@ -102,7 +102,7 @@ class Memory:
         *sources: Source,
         namespace: str = DEFAULT_NAMESPACE,
         progress: Progress | None = None,
-    ) -> list[AddResult]:
+    ) -> AddReport:
         return self._run(self.aio.kb_add(*sources, namespace=namespace, progress=progress))
 
     def kb_remove(self, doc_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> KBDocument:

@@ -4,19 +4,32 @@ embedded, with the registry on SQLite and PostgreSQL; namespaces; the ``memstack
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from typer.testing import CliRunner
 
-from memstack import db
+from memstack import Memory, db
+from memstack import knowledge_base as kb_module
 from memstack.cli import app
 from memstack.embedders import HashingEmbedder
-from memstack.errors import InvalidId, NotFound, StoreUnavailable, ValidationError
-from memstack.knowledge_base import Document, KnowledgeBase, slug_id
+from memstack.errors import (
+    InvalidContent,
+    InvalidId,
+    NotFound,
+    StoreUnavailable,
+    ValidationError,
+)
+from memstack.knowledge_base import AddReport, Document, KnowledgeBase, slug_id
+from memstack.memory import AsyncMemory
 from memstack.settings import Settings
 from memstack.vectorstores.factory import build_kb_store
 from tests.conftest import make_settings
@@ -93,7 +106,7 @@ async def test_add_list_search(kb: KB) -> None:
     assert docs["compliance"].title == COMPLIANCE[:80]
     assert docs["compliance"].source == "api"
 
-    hits = await kb.kb.search(SETTLEMENT, top_k=2)
+    hits = await kb.kb.search(SETTLEMENT, top_k=2, min_score=-1)
     assert hits[0].id == "default:settlement#0"
     assert (hits[0].doc_id, hits[0].title, hits[0].chunk_idx) == ("settlement", "清结算", 0)
     assert hits[0].text == SETTLEMENT
@@ -124,7 +137,7 @@ async def test_changed_document_replaces_its_chunks(kb: KB) -> None:
     assert (replaced.status, replaced.chunk_count) == ("replaced", 1)
     # The surplus chunk ids of the longer version are gone, not just unlisted.
     assert await kb.store.count() == 1
-    hits = await kb.kb.search(long_text[:200], top_k=5)
+    hits = await kb.kb.search(long_text[:200], top_k=5, min_score=-1)
     assert [h.text for h in hits] == [COMPLIANCE]
     doc = await kb.kb.get("manual")
     assert (doc.title, doc.chunk_count) == ("v2", 1)
@@ -148,8 +161,8 @@ async def test_namespaces_are_isolated(kb: KB) -> None:
     other = kb.other("tenant-b")
     await kb.kb.add([Document(SETTLEMENT, doc_id="same")])
     await other.add([Document(ROUTING, doc_id="same")])
-    assert [h.text for h in await kb.kb.search(ROUTING, top_k=5)] == [SETTLEMENT]
-    assert [h.text for h in await other.search(SETTLEMENT, top_k=5)] == [ROUTING]
+    assert [h.text for h in await kb.kb.search(ROUTING, top_k=5, min_score=-1)] == [SETTLEMENT]
+    assert [h.text for h in await other.search(SETTLEMENT, top_k=5, min_score=-1)] == [ROUTING]
     assert [d.namespace for d in await other.documents()] == ["tenant-b"]
     await kb.kb.remove("same")
     assert [h.text for h in await other.search(ROUTING, top_k=5)] == [ROUTING]
@@ -206,6 +219,184 @@ async def test_bad_input_changes_nothing(kb: KB, tmp_path: Path) -> None:
         await kb.kb.search("x", top_k=0)
     assert await kb.kb.documents() == []
     assert await kb.store.count() == 0
+
+
+async def test_refused_documents_write_nothing(kb: KB) -> None:
+    """A document is checked before anything is written: a NUL in a title used to reach
+    PostgreSQL (a 503 quoting the whole INSERT), a lone surrogate a 500."""
+    limit = kb.settings.max_document_bytes
+    good = Document(SETTLEMENT, doc_id="good")
+    oversized = "汉" * (limit // 3 + 1)  # three UTF-8 bytes each
+    cases: list[tuple[Any, str]] = [
+        (Document(COMPLIANCE, doc_id="t", title="a\x00b"), "title of document 't' contains a NUL"),
+        (Document(COMPLIANCE, doc_id="t", title="a\ud800b"), "title of document 't' is not valid"),
+        (Document("a\x00b", doc_id="t"), "text of document 't' contains a NUL"),
+        (Document("a\udfffb", doc_id="t"), "text of document 't' is not valid Unicode"),
+        ("text\ud800", "text of document is not valid Unicode"),
+        (Document(COMPLIANCE, doc_id="t", source="s\x00"), "source of document 't' contains"),
+        (Document(COMPLIANCE, doc_id="t", source="s" * 5000), "source of document 't' is 5000"),
+        (
+            Document(oversized, doc_id="t"),
+            f"text of document 't' is {len(oversized.encode())} bytes; the limit is {limit}",
+        ),
+        (Document(" \n\t ", doc_id="t"), "document 't' is empty"),
+        (Document("", doc_id="t"), "document 't' is empty"),
+        (Document(COMPLIANCE, doc_id="t", title=42), "title of document 't' must be a string"),  # type: ignore[arg-type]
+        (Document(None, doc_id="t"), "text of document 't' must be a string"),  # type: ignore[arg-type]
+    ]
+    for bad, message in cases:
+        with pytest.raises(InvalidContent, match=re.escape(message)):
+            await kb.kb.add([good, bad])
+        if isinstance(bad, Document):  # one by one, too
+            with pytest.raises(InvalidContent, match=re.escape(message)):
+                await kb.kb.add_document(bad)
+    for query in ("a\x00b", "a\ud800b", "q" * (kb.settings.max_message_bytes + 1)):
+        with pytest.raises(InvalidContent):
+            await kb.kb.search(query)
+    assert await kb.kb.documents() == []
+    assert await kb.store.count() == 0
+
+
+async def test_registry_errors_name_no_sql(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    engine = db.create_engine(settings)  # never migrated: there is no registry table
+    embedder = HashingEmbedder(settings.embed_dim)
+    store = await build_kb_store(settings, embedder)
+    kb = KnowledgeBase(
+        settings=settings,
+        sessions=async_sessionmaker(engine, expire_on_commit=False),
+        store=store,
+        embedder=embedder,
+    )
+    try:
+        with pytest.raises(StoreUnavailable) as caught:
+            await kb.add([Document(SETTLEMENT, doc_id="secret-doc", title="secret title")])
+        assert str(caught.value) == "database (knowledge-base registry): OperationalError"
+    finally:
+        await store.close()
+        await engine.dispose()
+
+
+async def test_a_folder_adds_what_it_can_and_names_the_rest(kb: KB, tmp_path: Path) -> None:
+    limit = kb.settings.max_document_bytes
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "settlement.md").write_text(SETTLEMENT, encoding="utf-8")
+    (root / "empty.md").write_text("", encoding="utf-8")
+    (root / "blank.txt").write_text(" \n\n ", encoding="utf-8")
+    (root / "image.txt").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\xff")
+    (root / "nul.md").write_bytes(b"abc\x00def")
+    (root / "big.md").write_text("x" * (limit + 1), encoding="utf-8")
+    (root / "scan.pdf").write_bytes(b"%PDF-1.4")
+    (root / ".draft.md").write_text("", encoding="utf-8")  # hidden: not even listed
+
+    report = await kb.kb.add([root])
+    assert isinstance(report, AddReport)
+    assert [(r.doc_id, r.status) for r in report] == [("settlement", "added")]
+    reasons = {Path(s.path).name: s.reason for s in report.skipped}
+    assert sorted(reasons) == ["big.md", "blank.txt", "empty.md", "image.txt", "nul.md", "scan.pdf"]
+    assert reasons["empty.md"] == reasons["blank.txt"] == "empty"
+    assert "not UTF-8" in reasons["image.txt"] and "NUL" in reasons["nul.md"]
+    assert f"{limit + 1} bytes; the limit is {limit}" in reasons["big.md"]
+    assert "(.pdf)" in reasons["scan.pdf"]
+    assert [d.doc_id for d in await kb.kb.documents()] == ["settlement"]
+
+    # Named one by one, an unusable file refuses the whole call: nothing is written.
+    routing = tmp_path / "routing.txt"
+    routing.write_text(ROUTING, encoding="utf-8")
+    for name, message in [("empty.md", "empty"), ("big.md", "the limit is"), ("nul.md", "NUL")]:
+        with pytest.raises(InvalidContent, match=message):
+            await kb.kb.add([routing, root / name])
+    # A folder of which nothing is usable adds nothing, and says why.
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "a.md").write_text("", encoding="utf-8")
+    (junk / "b.txt").write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(ValidationError, match=r"nothing to add: every file was skipped .*a\.md"):
+        await kb.kb.add([routing, junk][1:])
+    assert [d.doc_id for d in await kb.kb.documents()] == ["settlement"]
+    assert await kb.store.count() == 1
+
+
+async def test_search_leaves_out_noise(kb: KB) -> None:
+    await kb.kb.add(
+        [
+            Document(SETTLEMENT, doc_id="s"),
+            Document(COMPLIANCE, doc_id="c"),
+            Document(ROUTING, doc_id="r"),
+        ]
+    )
+    every = await kb.kb.search(ROUTING, top_k=5, min_score=-1)
+    assert len(every) == 3 and min(h.score for h in every) < kb.settings.kb_min_score
+    assert [h.doc_id for h in await kb.kb.search(ROUTING, top_k=5)] == ["r"]
+    assert await kb.kb.search(ROUTING, min_score=1.01) == []
+
+
+# --- the knowledge base in context() --------------------------------------------------------
+
+
+def test_context_uses_a_knowledge_base_added_by_another_process(tmp_path: Path) -> None:
+    """`memstack kb add docs/` in one process, context() in the next: the knowledge
+    section is there without anything opening the knowledge base first."""
+    settings = make_settings(tmp_path, store_timeout_s=60.0)
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "routing.txt").write_text(ROUTING, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTACK_")}
+    env |= {
+        "MEMSTACK_HOME": str(settings.home),
+        "MEMSTACK_KEY_PREFIX": settings.key_prefix,
+        "MEMSTACK_EMBEDDER": "hashing",
+    }
+    added = subprocess.run(
+        [sys.executable, "-m", "memstack", "kb", "add", str(folder)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert added.returncode == 0, added.stdout + added.stderr
+    with Memory(settings) as mem:  # this process has never opened the knowledge base
+        result = mem.context("u1", "s1", ROUTING)
+    assert "knowledge" not in result.degraded
+    assert len(result.kept("knowledge")) == 1
+    assert ROUTING in result.text
+
+
+async def test_context_looks_the_registry_up_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = make_settings(tmp_path)
+    async with await AsyncMemory.open(settings) as mem:
+        lookups: list[str] = []
+
+        def seen(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+            if statement.startswith("SELECT") and "memory_kb_document" in statement:
+                lookups.append(statement)
+
+        event.listen(mem.engine.sync_engine, "before_cursor_execute", seen)
+        for _ in range(3):
+            result = await mem.context("u1", "s1", "what does T+1 settlement mean?")
+            assert result.kept("knowledge") == []
+        assert len(lookups) == 1
+        assert mem._kb_store is None  # no knowledge base: nothing opened, nothing searched
+
+        # Another process registers a document: seen once the answer is old.
+        async with mem.sessions.begin() as s:
+            await s.execute(
+                text(
+                    "INSERT INTO memory_kb_document VALUES "
+                    "(:c, 'default', 'd', 't', 'api', 'h', 1, 'm', :now, :now)"
+                ),
+                {"c": kb_module.registry_collection(settings), "now": "2026-01-01 00:00:00"},
+            )
+        await mem.context("u1", "s1", "what does T+1 settlement mean?")
+        assert len(lookups) == 1 and mem._kb_store is None
+        monkeypatch.setattr(kb_module, "PRESENCE_TTL_S", 0.0)
+        await mem.context("u1", "s1", "what does T+1 settlement mean?")
+        assert len(lookups) == 2
+        assert mem._kb_store is not None  # searched
 
 
 class FailingEmbedder(HashingEmbedder):
@@ -295,3 +486,86 @@ def test_cli_kb_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     bad = runner.invoke(app, ["kb", "add", str(tmp_path / "nope.md")])
     assert bad.exit_code == 1
     assert "no such file" in bad.output
+
+
+def _cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMSTACK_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("MEMSTACK_EMBEDDER", "hashing")
+    monkeypatch.setenv("COLUMNS", "200")
+
+
+def test_cli_kb_add_skips_what_it_cannot_add(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _cli_env(tmp_path, monkeypatch)
+    monkeypatch.setenv("MEMSTACK_MAX_DOCUMENT_BYTES", "1000")
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "settlement.md").write_text("# 清结算手册\n\n" + SETTLEMENT, encoding="utf-8")
+    (folder / "empty.md").write_text("", encoding="utf-8")
+    (folder / "blob.txt").write_bytes(b"\xff\xfe\x00\x01")
+    (folder / "big.txt").write_text("x" * 1001, encoding="utf-8")
+    (folder / "scan.pdf").write_bytes(b"%PDF-1.4")
+    # Text that looks like rich markup is printed as it is.
+    notes = "# Notes [/draft]\n\nSee [the guide](https://example.com) [bold]."
+    (folder / "notes.md").write_text(notes, encoding="utf-8")
+
+    added = runner.invoke(app, ["kb", "add", str(folder)])
+    assert added.exit_code == 0, added.output
+    assert "2 added, 4 skipped" in added.output
+    assert "Notes [/draft]" in added.output
+    found = runner.invoke(app, ["kb", "search", notes])
+    assert found.exit_code == 0, found.output
+    assert "[the guide](https://example.com) [bold]" in found.output
+    assert "skipped 4 files:" in added.output
+    lines = added.output.splitlines()
+    for name, reason in [
+        ("empty.md", ": empty"),
+        ("blob.txt", "not UTF-8"),
+        ("big.txt", "1001 bytes; the limit is 1000 (MEMSTACK_MAX_DOCUMENT_BYTES)"),
+        ("scan.pdf", "not a text or Markdown file (.pdf)"),
+    ]:
+        assert any(str(folder / name) in line and reason in line for line in lines), name
+    listed = runner.invoke(app, ["kb", "list"])
+    assert "settlement" in listed.output and "empty" not in listed.output
+
+    # Nothing addable: exit 1, and the reasons.
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "a.md").write_text("  \n", encoding="utf-8")
+    nothing = runner.invoke(app, ["kb", "add", str(junk)])
+    assert nothing.exit_code == 1, nothing.output
+    assert "nothing to add: every file was skipped" in nothing.output and "a.md" in nothing.output
+    # A file named by itself must be usable.
+    named = runner.invoke(app, ["kb", "add", str(folder / "empty.md")])
+    assert named.exit_code == 1 and "empty" in named.output
+
+
+def test_cli_kb_search_shows_no_noise(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _cli_env(tmp_path, monkeypatch)
+    empty = runner.invoke(app, ["kb", "search", "settlement"])
+    assert empty.exit_code == 0, empty.output
+    assert "no hits: knowledge base 'default' is empty" in empty.output
+
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "settlement.md").write_text("# 清结算手册\n\n" + SETTLEMENT, encoding="utf-8")
+    (folder / "compliance.md").write_text(COMPLIANCE, encoding="utf-8")
+    (folder / "routing.txt").write_text(ROUTING, encoding="utf-8")
+    assert runner.invoke(app, ["kb", "add", str(folder)]).exit_code == 0
+
+    found = runner.invoke(app, ["kb", "search", ROUTING])
+    assert found.exit_code == 0, found.output
+    assert "1 hit" in found.output and "routing" in found.output
+    assert "settlement" not in found.output and "compliance" not in found.output
+
+    noise = runner.invoke(app, ["kb", "search", "zebra crossing at midnight"])
+    assert noise.exit_code == 0, noise.output
+    assert "no hits: no chunk of knowledge base 'default' (3 documents)" in noise.output
+    assert "scores at least 0.5 (kb_min_score); --all shows" in noise.output
+    assert not re.search(r"-\d\.\d{3}", noise.output)  # no (negative) scores listed
+
+    every = runner.invoke(app, ["kb", "search", "zebra crossing at midnight", "--all"])
+    assert every.exit_code == 0, every.output
+    assert "3 hits" in every.output
+    assert all(d in every.output for d in ("settlement", "compliance", "routing"))

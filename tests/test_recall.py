@@ -147,7 +147,9 @@ async def test_seed_scenario_shows_8000_and_5000_only_as_outdated(
     assert "8000" in result.text
     # The 5000 turns also say what the user wants: they stay, every sentence that
     # repeats 5000 marked as outdated, never the old value on its own.
-    note = "已过时：预算上限现为8000 CNY" if locale == "zh" else "outdated: Budget limit is now 8000"
+    note = (
+        "已过时：预算上限现为8000 CNY" if locale == "zh" else "outdated: Budget limit is now 8000"
+    )
     lines = [ln for ln in result.text.splitlines() if any(v in ln for v in ("5,000", "五千"))]
     assert lines and all(note in ln for ln in lines), lines
     facts_at = result.text.index("预算上限" if locale == "zh" else "Budget limit")

@@ -50,7 +50,9 @@ async def build_store(
             model_version=embedder.model_version,
             dim=dim,
             url=url or None,
-            path=None if url else settings.home / "chroma",
+            # Absolute: chromadb caches clients by path text, and one home reached from two
+            # working directories must be one client.
+            path=None if url else settings.home.resolve() / "chroma",
             shards=chroma_shards,
             shard_key=shard_key,
         )
@@ -65,7 +67,10 @@ async def build_store(
             index_keys=index_keys,
         )
     return QdrantStore(
-        collection, model_version=embedder.model_version, dim=dim, path=settings.home / "qdrant"
+        collection,
+        model_version=embedder.model_version,
+        dim=dim,
+        path=settings.home.resolve() / "qdrant",
     )
 
 
