@@ -6,12 +6,22 @@ one line here, and both entry points answer with the same shapes.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    WithJsonSchema,
+)
 
-from memstack.knowledge_base import DEFAULT_NAMESPACE
+from memstack.ids import MAX_ID_LEN
+from memstack.knowledge_base import DEFAULT_NAMESPACE, MAX_NAMESPACE_LEN
 from memstack.manifest import ContextResult
 from memstack.memory import from_ms
 from memstack.settings import Locale
@@ -22,19 +32,112 @@ class _FromCore(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
 
+# --- what a request may carry ------------------------------------------------------------
+# Each pattern is checked here, at the boundary, and stated as is in the OpenAPI document,
+# so a request the document calls valid is never refused for its shape. What JSON Schema
+# cannot state (sizes in UTF-8 bytes, a lone surrogate, nesting depth) is checked by
+# memstack.inputs and also answered with 422.
+
+# memstack.ids: ids end up in Redis keys, hash tags, vector ids and SQL rows.
+ID_PATTERN = r"^[A-Za-z0-9_.:@-]+$"
+# What Python's str.strip() removes: the library's test of a blank text.
+_SPACE = r"\t\n\x0b\x0c\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+# No NUL: PostgreSQL's text type cannot hold one.
+TEXT_PATTERN = r"^[^\x00]*$"
+NOT_BLANK_PATTERN = rf"^[^\x00]*[^\x00{_SPACE}][^\x00]*$"
+# A message's author (memstack.working_memory.validate_name): 1-64 characters once
+# stripped, none of them a control character, line or paragraph separator, or colon.
+_NAME_END = rf"[^{_SPACE}\x00-\x1f\x7f-\x9f:\uff1a]"
+_NAME_MID = r"[^\x00-\x1f\x7f-\x9f\u2028\u2029:\uff1a]"
+NAME_PATTERN = rf"^[{_SPACE}]*{_NAME_END}(?:{_NAME_MID}{{0,62}}{_NAME_END})?[{_SPACE}]*$"
+# Room for any context window; a larger budget only costs memory.
+MAX_BUDGET_TOKENS = 1_000_000
+MAX_KB_TOP_K = 100
+
+# How a refused pattern is explained to a client (pydantic would print the regex).
+PATTERN_MEANING = {
+    ID_PATTERN: f"must be 1-{MAX_ID_LEN} characters of [A-Za-z0-9_.:@-]",
+    TEXT_PATTERN: "must not contain a NUL character (\\u0000)",
+    NOT_BLANK_PATTERN: "must not be empty or blank, nor contain a NUL character (\\u0000)",
+    NAME_PATTERN: "must be 1-64 characters after stripping, with no control character, "
+    "line break or colon (':')",
+}
+
+Id = Annotated[str, Field(pattern=ID_PATTERN, min_length=1, max_length=MAX_ID_LEN)]
+Namespace = Annotated[
+    str,
+    Field(
+        pattern=ID_PATTERN,
+        min_length=1,
+        max_length=MAX_NAMESPACE_LEN,
+        description="A knowledge base of its own; default: default.",
+    ),
+]
+Text = Annotated[str, Field(pattern=TEXT_PATTERN)]
+NotBlank = Annotated[str, Field(pattern=NOT_BLANK_PATTERN)]
+Role = Literal["user", "assistant", "system", "tool"]
+# Epoch seconds up to the year 2603: pydantic reads larger numbers as milliseconds.
+MAX_EPOCH_S = 20_000_000_000
+# JSON Schema's date-time (RFC 3339) with its offset; pydantic alone would also read
+# "1700000000" or a space for the "T".
+_RFC3339 = re.compile(r"\d{4}-\d\d-\d\d[Tt]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)", re.ASCII)
+
+
+def _moment(value: object) -> object:
+    if isinstance(value, str) and not _RFC3339.fullmatch(value):
+        raise ValueError(
+            "must be an RFC 3339 date-time with its timezone offset "
+            "(2025-03-01T10:00:00+08:00), or epoch seconds"
+        )
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if number and not 0 <= value <= MAX_EPOCH_S:  # type: ignore[operator]
+        raise ValueError(f"epoch seconds must lie between 0 and {MAX_EPOCH_S}")
+    return value
+
+
+def _json_integer(value: object) -> object:
+    # Integers as JSON has them (40 or 40.0), not "40" or true, which pydantic would read.
+    if isinstance(value, str | bool):
+        raise ValueError("must be a JSON integer")
+    return value
+
+
+BudgetTokens = Annotated[int, Field(ge=1, le=MAX_BUDGET_TOKENS), BeforeValidator(_json_integer)]
+TopK = Annotated[int, Field(ge=1, le=MAX_KB_TOP_K), BeforeValidator(_json_integer)]
+# A time with its offset, or epoch seconds (UTC).
+Moment = Annotated[
+    AwareDatetime,
+    BeforeValidator(_moment),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "format": "date-time"},
+                {"type": "number", "minimum": 0, "maximum": MAX_EPOCH_S},
+            ]
+        }
+    ),
+]
+
+
 # --- working memory --------------------------------------------------------------------------
 
 
 class RememberIn(BaseModel):
-    role: str = Field(description="user, assistant, system or tool.")
-    content: str
-    msg_id: str | None = Field(
-        default=None, description="Your idempotency key: a retry with the same one is a no-op."
+    role: Role
+    content: NotBlank = Field(
+        description="At most MEMSTACK_MAX_MESSAGE_BYTES (default 64 KiB) of UTF-8."
     )
-    ts: AwareDatetime | None = Field(
-        default=None, description="When it was said (ISO 8601 with offset, or epoch seconds)."
+    msg_id: Id | None = Field(
+        default=None,
+        description="Your idempotency key: a retry with the same one and the same message is a "
+        "no-op; with another message, 409.",
     )
-    name: str | None = Field(
+    ts: Moment | None = Field(
+        default=None,
+        description="When it was said (ISO 8601 with offset, or epoch seconds), between 1970 "
+        "and a day from now.",
+    )
+    name: Annotated[str, Field(pattern=NAME_PATTERN)] | None = Field(
         default=None,
         description="The author, as OpenAI's message `name`: tells the people of a "
         "conversation apart. 1-64 characters, no line break or colon.",
@@ -89,13 +192,18 @@ class ToolResultOut(BaseModel):
 
 
 class ContextIn(BaseModel):
-    query: str
-    budget_tokens: int | None = Field(default=None, description="Default: MEMSTACK_BUDGET_TOKENS.")
+    query: NotBlank = Field(
+        description="At most MEMSTACK_MAX_MESSAGE_BYTES (default 64 KiB) of UTF-8."
+    )
+    budget_tokens: BudgetTokens | None = Field(
+        default=None,
+        description="Default: MEMSTACK_BUDGET_TOKENS. It must hold the system text and the query.",
+    )
     locale: Locale | None = None
-    now: AwareDatetime | None = Field(
+    now: Moment | None = Field(
         default=None, description="Fixes recency and relative ages, so a call can be replayed."
     )
-    system: str | None = None
+    system: Text | None = None
 
 
 class SectionOut(_FromCore):
@@ -165,9 +273,9 @@ class ForgetOut(BaseModel):
 
 
 class KBSearchIn(BaseModel):
-    query: str
-    top_k: int | None = Field(default=None, description="Default: MEMSTACK_KB_TOP_K.")
-    namespace: str = DEFAULT_NAMESPACE
+    query: NotBlank
+    top_k: TopK | None = Field(default=None, description="Default: MEMSTACK_KB_TOP_K.")
+    namespace: Namespace = DEFAULT_NAMESPACE
 
 
 class KBHitOut(_FromCore):
@@ -200,15 +308,17 @@ class KBDocumentsOut(BaseModel):
 
 
 class DocumentIn(BaseModel):
-    text: str
-    doc_id: str | None = Field(default=None, description="Give it to replace the document later.")
-    title: str | None = None
-    source: str | None = None
+    text: NotBlank = Field(
+        description="At most MEMSTACK_MAX_DOCUMENT_BYTES (default 256 KiB) of UTF-8."
+    )
+    doc_id: Id | None = Field(default=None, description="Give it to replace the document later.")
+    title: Text | None = None
+    source: Text | None = None
 
 
 class KBAddIn(BaseModel):
-    documents: list[DocumentIn]
-    namespace: str = DEFAULT_NAMESPACE
+    documents: list[DocumentIn] = Field(min_length=1)
+    namespace: Namespace = DEFAULT_NAMESPACE
 
 
 class KBAddResultOut(_FromCore):
