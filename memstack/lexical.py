@@ -25,14 +25,19 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from sqlalchemy import bindparam, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memstack.errors import ExtractionError
 from memstack.ids import validate_id
 from memstack.models import MessageRow
 from memstack.tokens import STOPWORDS, has_cjk, lexical_terms
+
+if TYPE_CHECKING:
+    from memstack.extraction.chat import ChatJSON
+    from memstack.settings import Settings
 
 log = logging.getLogger("memstack.lexical")
 
@@ -373,50 +378,42 @@ _LLM_PROMPT = (
 
 
 class LLMRewriter:
-    """Asks an OpenAI-compatible chat endpoint for keywords; ``None`` on any failure."""
+    """Asks an OpenAI-compatible chat endpoint for keywords; ``None`` on any failure.
 
-    def __init__(self, *, base_url: str, model: str, api_key: str | None, timeout_s: float) -> None:
-        self._base_url = base_url
-        self._model = model
-        self._api_key = api_key or "none"
-        self._timeout_s = timeout_s
-        self._client: Any = None
+    It talks to the endpoint through the extractor's client: the answer is bounded in
+    size and checked, and the endpoint's circuit breaker is shared, so while the LLM is
+    known to hang, ``context()`` does not wait for it at all.
+    """
 
-    def _get_client(self) -> Any:
-        if self._client is None:
-            from openai import AsyncOpenAI
+    def __init__(self, chat: ChatJSON) -> None:
+        self._chat = chat
 
-            self._client = AsyncOpenAI(
-                base_url=self._base_url,
-                api_key=self._api_key,
-                timeout=self._timeout_s,
-                max_retries=0,
-            )
-        return self._client
+    @classmethod
+    def from_settings(cls, settings: Settings) -> LLMRewriter:
+        # Imported here: the openai SDK loads only when a rewrite is configured.
+        from memstack.extraction.chat import ChatJSON, shared_breaker
+
+        assert settings.llm_url
+        chat = ChatJSON(
+            base_url=settings.llm_url,
+            model=settings.llm_model,
+            api_key=settings.llm_api_key,
+            # On the read path: no longer than a store may take.
+            timeout_s=settings.store_timeout_s,
+            breaker=shared_breaker(settings.llm_url),
+        )
+        return cls(chat)
 
     async def keywords(self, query: str) -> list[str] | None:
-        import openai
-
         try:
-            response = await self._get_client().chat.completions.create(
-                model=self._model,
-                messages=[
-                    {"role": "system", "content": _LLM_PROMPT},
-                    {"role": "user", "content": query},
-                ],
-                temperature=0,
-            )
-            content = response.choices[0].message.content or ""
-        except (openai.OpenAIError, IndexError, AttributeError) as exc:
+            return await self._chat.complete(_LLM_PROMPT, query, parse_keywords)
+        except ExtractionError as exc:
             # The rules rewrite is always there: a failing endpoint costs quality, not the call.
             log.warning("LLM query rewrite failed: %s", exc)
             return None
-        return parse_keywords(content)
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        await self._chat.aclose()
 
 
 def parse_keywords(content: str) -> list[str] | None:
@@ -426,7 +423,7 @@ def parse_keywords(content: str) -> list[str] | None:
         return None
     try:
         data = json.loads(m.group(0))
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return None
     kws = data.get("keywords") if isinstance(data, dict) else None
     if not isinstance(kws, list):

@@ -292,12 +292,7 @@ class Recall:
         self._flusher: asyncio.Task[None] | None = None
         self._flush_now = asyncio.Event()
         if settings.query_rewrite == "llm" and settings.llm_url:
-            self._llm = lexical.LLMRewriter(
-                base_url=settings.llm_url,
-                model=settings.llm_model,
-                api_key=settings.llm_api_key,
-                timeout_s=settings.store_timeout_s,
-            )
+            self._llm = lexical.LLMRewriter.from_settings(settings)
 
     async def prepare(self) -> None:
         if self.settings.word_neighbours:

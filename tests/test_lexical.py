@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -15,6 +16,7 @@ from memstack import ledger, lexical
 from memstack.errors import InvalidId
 from memstack.ledger import LedgerMessage
 from memstack.memory import AsyncMemory
+from memstack.settings import load_settings
 from tests.conftest import new_id
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
@@ -140,18 +142,53 @@ def chat_server() -> Iterator[str]:
     server.shutdown()
 
 
+def _rewriter(url: str, timeout_s: float) -> lexical.LLMRewriter:
+    settings = load_settings(query_rewrite="llm", llm_url=url, store_timeout_s=timeout_s)
+    return lexical.LLMRewriter.from_settings(settings)
+
+
 async def test_llm_rewrite_adds_keywords_and_failures_fall_back(chat_server: str) -> None:
-    rewriter = lexical.LLMRewriter(base_url=chat_server, model="m", api_key=None, timeout_s=5)
+    rewriter = _rewriter(chat_server, 5)
     keywords = await rewriter.keywords("how much can I spend?")
     assert keywords == ["notebook", "price limit"]
     merged = lexical.merge_rewrite(lexical.rewrite_query("how much can I spend?"), keywords)
     assert merged.source == "llm" and {"notebook", "price", "limit"} <= set(merged.terms)
     assert merged.weights["spend"] > merged.weights["notebook"]
     await rewriter.aclose()
-    down = lexical.LLMRewriter(
-        base_url="http://127.0.0.1:1/v1", model="m", api_key=None, timeout_s=1
-    )
+    down = _rewriter("http://127.0.0.1:1/v1", 1)
     assert await down.keywords("anything") is None
+    await down.aclose()
+
+
+class _Hanging(BaseHTTPRequestHandler):
+    calls = 0
+
+    def do_POST(self) -> None:
+        type(self).calls += 1
+        time.sleep(3)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+async def test_a_hanging_rewrite_endpoint_is_waited_for_once_then_skipped() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hanging)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # A port of its own: the breaker is per endpoint, and no other test shares this one.
+    rewriter = _rewriter(f"http://127.0.0.1:{server.server_address[1]}/v1", 0.3)
+    try:
+        for _ in range(5):
+            assert await rewriter.keywords("what is my budget?") is None
+        assert _Hanging.calls == 1
+    finally:
+        await rewriter.aclose()
+        server.shutdown()
+
+
+def test_a_huge_or_deep_answer_is_no_keywords() -> None:
+    assert lexical.parse_keywords("{" * 100_000 + "}" * 100_000) is None
+    assert lexical.parse_keywords('{"keywords": [' + '"k",' * 100 + '"k"]}') == ["k"] * 20
 
 
 @pytest.mark.parametrize(
