@@ -1,7 +1,10 @@
 """Fact memory: current facts, their history, and the supersede write (seed 002 §3.2).
 
 A changed value never overwrites: the old row gets ``valid_until``, the new row records
-``supersedes_id``, both in one transaction. Writers of one (user, key) take a transaction
+``supersedes_id``, both in one transaction. A retraction (the user withdrew a value with
+nothing in its place) only ends the current row and names the message that did it
+(``ended_by_msg_id``). :func:`facts_as_of` reads what was current at any moment, from the
+hot and the archived rows alike. Writers of one (user, key) take a transaction
 advisory lock on PostgreSQL, and a partial unique index on
 ``(user_id, fact_key) WHERE valid_until IS NULL`` makes two current rows impossible even
 if they did not; a writer that loses such a race retries and supersedes the winner.
@@ -9,11 +12,9 @@ if they did not; a writer that loses such a race retries and supersedes the winn
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, cast
@@ -21,121 +22,28 @@ from typing import Any, cast
 from sqlalchemy import (
     CompoundSelect,
     Table,
-    Text,
     bindparam,
-    case,
     delete,
-    func,
-    null,
+    or_,
     select,
     text,
     union_all,
     update,
 )
-from sqlalchemy import cast as sql_cast
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-from sqlalchemy.sql.elements import ColumnElement
 
 from memstack import erasure, metrics
 from memstack.extraction.base import Fact
 from memstack.extraction.chat import safe_text
 from memstack.extraction.checks import DEFAULT_MAX_VALUE_BYTES, fact_problem
-from memstack.extraction.vocabulary import depth_within, same_value
-from memstack.inputs import MAX_DEPTH
+from memstack.extraction.vocabulary import same_value
+from memstack.fact_rows import StoredFact as StoredFact  # callers import it from here
+from memstack.fact_rows import decode_value, fact_columns, stored_fact, value_text
 from memstack.ledger import dialect_insert
-from memstack.models import FactArchiveRow, FactRow
+from memstack.models import FactArchiveRow, FactRow, UTCDateTime
 
 log = logging.getLogger("memstack.facts")
-
-# What a read hands on. Values written now are at most max_fact_value_bytes and 8
-# levels deep; these bounds only keep a value stored before the checks existed (an LLM's
-# 20 MB or 500-deep answer) from costing every context() seconds or a RecursionError:
-# such a value is read as withheld (None) and left out of current facts.
-READ_MAX_VALUE_BYTES = 64 * 1024
-READ_MAX_DEPTH = MAX_DEPTH
-
-
-@dataclass(frozen=True)
-class StoredFact:
-    id: int
-    user_id: str
-    session_id: str
-    msg_id: str
-    key: str
-    value: Any
-    type: str
-    confidence: float
-    source: str
-    valid_from: datetime
-    valid_until: datetime | None
-    supersedes_id: int | None
-    # The stored value is beyond what a read hands on (READ_MAX_VALUE_BYTES, depth, not
-    # JSON): ``value`` is None and the fact is left out of the current facts.
-    withheld: bool = False
-
-    @property
-    def current(self) -> bool:
-        return self.valid_until is None
-
-
-def _value_text(table: Any, dialect: str) -> ColumnElement[Any]:
-    """The value's JSON text, or NULL when it is too large to hand on. On PostgreSQL the
-    stored (possibly compressed) size is checked first: it costs nothing, so a 20 MB
-    value is never rendered as text, let alone sent."""
-    as_text = sql_cast(table.fact_value, Text)
-    if dialect == "postgresql":
-        return case(
-            (func.pg_column_size(table.fact_value) > READ_MAX_VALUE_BYTES, null()),
-            (func.octet_length(as_text) > READ_MAX_VALUE_BYTES, null()),
-            else_=as_text,
-        )
-    return case((func.length(as_text) > READ_MAX_VALUE_BYTES, null()), else_=as_text)
-
-
-_WITHHELD_LOGGED: set[int] = set()
-
-
-def _decode(fact_id: int, raw: object) -> tuple[Any, bool]:
-    """``(value, withheld)`` from the JSON text a read selected; never raises."""
-    value: Any = None
-    if isinstance(raw, str) and len(raw) <= READ_MAX_VALUE_BYTES:
-        try:
-            value = json.loads(raw)
-        except (ValueError, RecursionError):
-            raw = None
-        else:
-            if depth_within(value, READ_MAX_DEPTH):
-                return value, False
-    if fact_id not in _WITHHELD_LOGGED and len(_WITHHELD_LOGGED) < 10_000:
-        _WITHHELD_LOGGED.add(fact_id)
-        log.warning(
-            "fact %s: stored value withheld (over %d bytes, deeper than %d, or not JSON)",
-            fact_id,
-            READ_MAX_VALUE_BYTES,
-            READ_MAX_DEPTH,
-        )
-    return None, True
-
-
-def _stored(row: Any) -> StoredFact:
-    """A fact from a result row of :data:`_FACT_COLUMNS` with the value as JSON text."""
-    value, withheld = _decode(row.id, row.fact_value)
-    return StoredFact(
-        id=row.id,
-        user_id=row.user_id,
-        session_id=row.session_id,
-        msg_id=row.msg_id,
-        key=row.fact_key,
-        value=value,
-        type=row.fact_type,
-        confidence=row.confidence,
-        source=row.source,
-        valid_from=row.valid_from,
-        valid_until=row.valid_until,
-        supersedes_id=row.supersedes_id,
-        withheld=withheld,
-    )
 
 
 class Outcome(StrEnum):
@@ -146,6 +54,59 @@ class Outcome(StrEnum):
     HISTORICAL = "historical"  # an older message arrived late: stored as history only
     FORGOTTEN = "forgotten"  # the user was forgotten after the message was accepted
     REFUSED = "refused"  # the key or the value failed the checks: nothing written
+    RETRACTED = "retracted"  # the current value ended, with nothing in its place
+    # A retraction with no current value to end, or whose message is older than the
+    # current value (a late withdrawal must not end what the user said after it).
+    NOTHING_TO_RETRACT = "nothing_to_retract"
+
+
+async def _hold(s: AsyncSession, user_id: str, key: str, accepted_at: datetime | None) -> bool:
+    """Take the user's erasure guard and, on PostgreSQL, the (user, key) lock; False when
+    the user was forgotten after the message was accepted."""
+    marks = await erasure.hold_users(s, [user_id])
+    if erasure.forgotten(marks[user_id], accepted_at):
+        return False
+    if s.get_bind().dialect.name == "postgresql":
+        # Writers of one (user, key) queue here instead of colliding on the partial
+        # unique index and retrying; the lock ends with the transaction.
+        await s.execute(
+            text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"),
+            {"k": f"{user_id}\x1f{key}"},
+        )
+    return True
+
+
+async def _current(s: AsyncSession, user_id: str, key: str) -> Any:
+    """The current row of the key (id, valid_from, value as JSON text), or None."""
+    return (
+        await s.execute(
+            select(
+                FactRow.id,
+                FactRow.valid_from,
+                value_text(FactRow, s.get_bind().dialect.name).label("fact_value"),
+            ).where(
+                FactRow.user_id == user_id,
+                FactRow.fact_key == key,
+                FactRow.valid_until.is_(None),
+            )
+        )
+    ).first()
+
+
+async def _retraction_after(s: AsyncSession, user_id: str, key: str, at: datetime) -> Any:
+    """The first retraction of the key after ``at`` (``valid_until``, ``ended_by_msg_id``),
+    archived or not, or None."""
+    parts = [
+        select(t.valid_until, t.ended_by_msg_id).where(
+            t.user_id == user_id,
+            t.fact_key == key,
+            t.ended_by_msg_id.is_not(None),
+            t.valid_until > at,
+        )
+        for t in (FactRow, FactArchiveRow)
+    ]
+    ends = union_all(*parts).subquery()
+    return (await s.execute(select(ends).order_by(ends.c.valid_until).limit(1))).first()
 
 
 async def _write_once(
@@ -158,33 +119,13 @@ async def _write_once(
     at: datetime,
     accepted_at: datetime | None,
 ) -> Outcome:
-    marks = await erasure.hold_users(s, [user_id])
-    if erasure.forgotten(marks[user_id], accepted_at):
+    if not await _hold(s, user_id, fact.key, accepted_at):
         return Outcome.FORGOTTEN
     if await s.scalar(
         select(FactRow.id).where(FactRow.msg_id == msg_id, FactRow.fact_key == fact.key)
     ):
         return Outcome.DUPLICATE
-    if s.get_bind().dialect.name == "postgresql":
-        # Writers of one (user, key) queue here instead of colliding on the partial
-        # unique index and retrying; the lock ends with the transaction.
-        await s.execute(
-            text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"),
-            {"k": f"{user_id}\x1f{fact.key}"},
-        )
-    current = (
-        await s.execute(
-            select(
-                FactRow.id,
-                FactRow.valid_from,
-                _value_text(FactRow, s.get_bind().dialect.name).label("fact_value"),
-            ).where(
-                FactRow.user_id == user_id,
-                FactRow.fact_key == fact.key,
-                FactRow.valid_until.is_(None),
-            )
-        )
-    ).first()
+    current = await _current(s, user_id, fact.key)
     row: dict[str, Any] = {
         "user_id": user_id,
         "session_id": session_id,
@@ -198,24 +139,30 @@ async def _write_once(
         "valid_until": None,
         "created_at": at,
         "supersedes_id": None,
+        "ended_by_msg_id": None,
         "hit_count": 0,
     }
     outcome = Outcome.INSERTED
-    if current is not None:
-        if current.valid_from > at:
-            # A late, older message must not override what the user said after it.
-            row["valid_until"] = current.valid_from
-            outcome = Outcome.HISTORICAL
-        elif _same_as_stored(current.id, current.fact_value, fact.value):
+    if current is not None and current.valid_from <= at:
+        if _same_as_stored(current.id, current.fact_value, fact.value):
             return Outcome.UNCHANGED
-        else:
-            await s.execute(
-                update(FactRow)
-                .where(FactRow.id == current.id, FactRow.valid_until.is_(None))
-                .values(valid_until=at)
-            )
-            row["supersedes_id"] = current.id
-            outcome = Outcome.SUPERSEDED
+        await s.execute(
+            update(FactRow)
+            .where(FactRow.id == current.id, FactRow.valid_until.is_(None))
+            .values(valid_until=at)
+        )
+        row["supersedes_id"] = current.id
+        outcome = Outcome.SUPERSEDED
+    else:
+        # A late, older message must not override what the user said after it, a
+        # withdrawal included: it is history, ending where the next of those begins.
+        ends = [(current.valid_from, None)] if current is not None else []
+        retraction = await _retraction_after(s, user_id, fact.key, at)
+        if retraction is not None:
+            ends.append((retraction.valid_until, retraction.ended_by_msg_id))
+        if ends:
+            row["valid_until"], row["ended_by_msg_id"] = min(ends, key=lambda e: e[0])
+            outcome = Outcome.HISTORICAL
     result = await s.execute(
         dialect_insert(s, FactRow)
         .values(row)
@@ -226,8 +173,38 @@ async def _write_once(
     return outcome
 
 
+async def _retract_once(
+    s: AsyncSession,
+    *,
+    user_id: str,
+    msg_id: str,
+    key: str,
+    at: datetime,
+    accepted_at: datetime | None,
+) -> Outcome:
+    if not await _hold(s, user_id, key, accepted_at):
+        return Outcome.FORGOTTEN
+    # A retraction writes no row of its own: the row it ended (hot or archived) is its
+    # record, and a redelivered one finds it there.
+    parts = [
+        select(t.id).where(t.user_id == user_id, t.fact_key == key, t.ended_by_msg_id == msg_id)
+        for t in (FactRow, FactArchiveRow)
+    ]
+    if (await s.execute(union_all(*parts).limit(1))).first() is not None:
+        return Outcome.DUPLICATE
+    current = await _current(s, user_id, key)
+    if current is None or current.valid_from > at:
+        return Outcome.NOTHING_TO_RETRACT
+    await s.execute(
+        update(FactRow)
+        .where(FactRow.id == current.id, FactRow.valid_until.is_(None))
+        .values(valid_until=at, ended_by_msg_id=msg_id)
+    )
+    return Outcome.RETRACTED
+
+
 def _same_as_stored(fact_id: int, stored: object, value: Any) -> bool:
-    old, withheld = _decode(fact_id, stored)
+    old, withheld = decode_value(fact_id, stored)
     return not withheld and same_value(old, value)
 
 
@@ -243,13 +220,16 @@ async def write_fact(
     attempts: int = 5,
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
 ) -> Outcome:
-    """Store one fact, superseding a different current value, in one transaction.
+    """Store one fact, superseding a different current value, in one transaction; or,
+    for a retraction (``fact.retracts``), end the current value with nothing in its place.
     ``accepted_at`` is when its message was accepted: nothing is stored if the user was
     forgotten since. A fact whose key is neither canonical nor a safe id, or whose value
     is not plain JSON within ``max_value_bytes`` and 8 levels (NUL and lone surrogates
     included), is refused whichever extractor produced it: logged, counted, not written
-    (:data:`Outcome.REFUSED`)."""
-    problem = fact_problem(fact.key, fact.value, max_bytes=max_value_bytes)
+    (:data:`Outcome.REFUSED`). A retraction's value is not stored, so only its key is
+    checked."""
+    value = None if fact.retracts else fact.value
+    problem = fact_problem(fact.key, value, max_bytes=max_value_bytes)
     if problem is not None:
         field, reason = problem
         metrics.FACTS_REFUSED.labels(field).inc()
@@ -258,6 +238,15 @@ async def write_fact(
     for attempt in range(attempts):
         try:
             async with sessions.begin() as s:
+                if fact.retracts:
+                    return await _retract_once(
+                        s,
+                        user_id=user_id,
+                        msg_id=msg_id,
+                        key=fact.key,
+                        at=at,
+                        accepted_at=accepted_at,
+                    )
                 return await _write_once(
                     s,
                     user_id=user_id,
@@ -275,37 +264,14 @@ async def write_fact(
     raise AssertionError("unreachable")
 
 
-def _columns(table: Any, dialect: str) -> list[ColumnElement[Any]]:
-    return [
-        _value_text(table, dialect).label(c) if c == "fact_value" else getattr(table, c)
-        for c in _FACT_COLUMNS
-    ]
-
-
 async def current_facts(s: AsyncSession, user_id: str) -> list[StoredFact]:
     """The user's current facts, most confident first; withheld values left out."""
     rows = await s.execute(
-        select(*_columns(FactRow, s.get_bind().dialect.name))
+        select(*fact_columns(FactRow, s.get_bind().dialect.name))
         .where(FactRow.user_id == user_id, FactRow.valid_until.is_(None))
         .order_by(FactRow.confidence.desc(), FactRow.fact_key)
     )
-    return [f for f in map(_stored, rows) if not f.withheld]
-
-
-_FACT_COLUMNS = (
-    "id",
-    "user_id",
-    "session_id",
-    "msg_id",
-    "fact_key",
-    "fact_value",
-    "fact_type",
-    "confidence",
-    "source",
-    "valid_from",
-    "valid_until",
-    "supersedes_id",
-)
+    return [f for f in map(stored_fact, rows) if not f.withheld]
 
 
 def _history_statement(dialect: str, by_key: bool) -> CompoundSelect[Any]:
@@ -313,7 +279,7 @@ def _history_statement(dialect: str, by_key: bool) -> CompoundSelect[Any]:
     not lose them."""
     parts = []
     for table in (FactRow, FactArchiveRow):
-        stmt = select(*_columns(table, dialect)).where(table.user_id == bindparam("user_id"))
+        stmt = select(*fact_columns(table, dialect)).where(table.user_id == bindparam("user_id"))
         if by_key:
             stmt = stmt.where(table.fact_key == bindparam("key"))
         parts.append(stmt)
@@ -330,12 +296,49 @@ async def _all_facts(s: AsyncSession, user_id: str, key: str | None = None) -> l
     if which not in _HISTORY:
         _HISTORY[which] = _history_statement(*which)
     rows = await s.execute(_HISTORY[which], {"user_id": user_id, "key": key})
-    facts = [_stored(r) for r in rows]
+    facts = [stored_fact(r) for r in rows]
     return sorted(facts, key=lambda f: (f.key, f.valid_from, f.id))
 
 
 async def fact_history(s: AsyncSession, user_id: str, key: str | None = None) -> list[StoredFact]:
     return await _all_facts(s, user_id, key)
+
+
+def _as_of_statement(dialect: str) -> CompoundSelect[Any]:
+    """Rows of one user, hot or archived, whose validity holds the moment ``as_of``."""
+    at = bindparam("as_of", type_=UTCDateTime())
+    parts = [
+        select(*fact_columns(table, dialect)).where(
+            table.user_id == bindparam("user_id"),
+            table.valid_from <= at,
+            or_(table.valid_until.is_(None), table.valid_until > at),
+        )
+        for table in (FactRow, FactArchiveRow)
+    ]
+    return union_all(*parts)
+
+
+_AS_OF: dict[str, CompoundSelect[Any]] = {}
+
+
+async def facts_as_of(s: AsyncSession, user_id: str, as_of: datetime) -> list[StoredFact]:
+    """What was current at ``as_of`` (``valid_from <= as_of < valid_until``, an open end
+    for a current row), most confident first; withheld values left out.
+
+    A message that arrived late is stored as history overlapping the value it came
+    before; of the rows of one key valid at that moment, the one said last counts, as it
+    did when the late message was written."""
+    dialect = s.get_bind().dialect.name
+    if dialect not in _AS_OF:
+        _AS_OF[dialect] = _as_of_statement(dialect)
+    rows = await s.execute(_AS_OF[dialect], {"user_id": user_id, "as_of": as_of})
+    latest: dict[str, StoredFact] = {}
+    for f in map(stored_fact, rows):
+        seen = latest.get(f.key)
+        if seen is None or (f.valid_from, f.id) > (seen.valid_from, seen.id):
+            latest[f.key] = f
+    shown = [f for f in latest.values() if not f.withheld]
+    return sorted(shown, key=lambda f: (-f.confidence, f.key))
 
 
 async def superseded_values(s: AsyncSession, user_id: str) -> dict[str, list[Any]]:

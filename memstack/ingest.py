@@ -278,7 +278,8 @@ class Ingestor:
             facts: list[Fact] = await batch.extract(i, known=known)
             for fact in facts:
                 if fact.source == "inferred":
-                    record = self._inferred_record(m, fact)
+                    # A withdrawal nobody stated ends nothing, and has no value to search.
+                    record = None if fact.retracts else self._inferred_record(m, fact)
                     if record is not None:
                         inferred.append(record)
                     continue
@@ -295,6 +296,9 @@ class Ingestor:
                 report.facts[outcome.value] = report.facts.get(outcome.value, 0) + 1
                 if outcome in (fact_store.Outcome.INSERTED, fact_store.Outcome.SUPERSEDED):
                     known[fact.key] = fact.value
+                elif outcome is fact_store.Outcome.RETRACTED:
+                    # The batch's later messages must not read the withdrawn value as known.
+                    known.pop(fact.key, None)
         return inferred
 
     def _inferred_record(self, m: LedgerMessage, fact: Fact) -> VectorRecord | None:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import math
+from datetime import UTC, datetime
 from typing import Any
 
-from memstack.errors import InvalidContent
+from memstack.errors import InvalidContent, ValidationError
 
 # Deepest nesting of a JSON value memstack stores: task state and fact values are
 # records, not trees; rendering and comparing them recurse.
@@ -77,3 +78,30 @@ def _walk(kind: str, value: object, depth_left: int, max_depth: int) -> None:
             stack.extend((child, left - 1) for child in children)
         else:
             raise InvalidContent(f"{kind} holds a {type(item).__name__}, which is not JSON")
+
+
+# The ends of what a datetime can hold, in UTC: a moment beyond them is read as these.
+EARLIEST = datetime.min.replace(tzinfo=UTC)
+LATEST = datetime.max.replace(tzinfo=UTC)
+
+
+def check_moment(kind: str, value: object) -> datetime:
+    """``value`` (an aware datetime, or epoch seconds) as a UTC datetime, else
+    :class:`ValidationError` naming ``kind``: a naive datetime is ambiguous. A moment a
+    datetime cannot hold in UTC (year 1 at +01:00, epoch seconds past year 9999) is any
+    valid time, so it is clamped to :data:`EARLIEST` / :data:`LATEST` instead of refused."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValidationError(
+                f"{kind}: a time must be timezone-aware (a naive datetime is ambiguous)"
+            )
+        try:
+            return value.astimezone(UTC)
+        except OverflowError:
+            return EARLIEST if value.year == 1 else LATEST
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValidationError(f"{kind} must be a datetime or epoch seconds, got {value!r}")
+    try:
+        return datetime.fromtimestamp(value, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        return EARLIEST if value < 0 else LATEST

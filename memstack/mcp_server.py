@@ -26,15 +26,23 @@ from pydantic import Field
 from memstack.errors import MemstackError
 from memstack.knowledge_base import DEFAULT_NAMESPACE
 from memstack.memory import AsyncMemory
-from memstack.schemas import FactOut, FactsOut, ForgetOut, KBHitOut, KBHitsOut, RememberOut
+from memstack.schemas import (
+    FactOut,
+    FactsOut,
+    ForgetOut,
+    KBHitOut,
+    KBHitsOut,
+    MomentText,
+    RememberOut,
+)
 from memstack.settings import Locale, Settings, load_settings
 
 INSTRUCTIONS = (
     "Long-term memory of users across sessions. Call `remember` with every user and "
     "assistant turn; call `recall_context` with the user's new message to get what memory "
     "knows (facts, related history, recent dialogue) as prompt text; `facts` lists what "
-    "the user has stated; `forget_user` erases a user everywhere; `knowledge_search` "
-    "searches the document knowledge base."
+    "the user has stated (with `as_of`, what held at an earlier time); `forget_user` "
+    "erases a user everywhere; `knowledge_search` searches the document knowledge base."
 )
 
 
@@ -122,13 +130,24 @@ async def recall_context(
     return result.text
 
 
-async def facts(user_id: UserId, ctx: ToolContext) -> FactsOut:
-    """The user's current facts (budget, preferences, …), most confident first."""
+async def facts(
+    user_id: UserId,
+    ctx: ToolContext,
+    as_of: Annotated[
+        MomentText | None,
+        Field(
+            description="The facts current at this moment instead of now: an RFC 3339 "
+            "date-time with its timezone offset, e.g. 2025-03-01T10:00:00+08:00."
+        ),
+    ] = None,
+) -> FactsOut:
+    """The user's current facts (budget, preferences, …), most confident first; with
+    ``as_of``, what was current at that moment (values since changed or withdrawn)."""
     served = _served(ctx)
     with _as_tool_errors():
         await served.catch_up()
-        current = await served.memory.facts(user_id)
-    return FactsOut(facts=[FactOut.model_validate(f) for f in current])
+        found = await served.memory.facts(user_id, as_of=as_of)
+    return FactsOut(facts=[FactOut.model_validate(f) for f in found])
 
 
 async def forget_user(user_id: UserId, ctx: ToolContext) -> ForgetOut:

@@ -26,7 +26,7 @@ from memstack.extraction import build_extractor
 from memstack.facts import StoredFact
 from memstack.ids import validate_id
 from memstack.ingest import Ingestor
-from memstack.inputs import check_json, check_text
+from memstack.inputs import check_json, check_moment, check_text
 from memstack.journal import Journal
 from memstack.keys import Keys
 from memstack.knowledge_base import (
@@ -272,14 +272,20 @@ class AsyncMemory:
             return await maintenance.reindex(worker.ingestor, progress=progress)
 
     # --- facts -----------------------------------------------------------------------
-    async def facts(self, user_id: str) -> list[StoredFact]:
-        """The user's current facts (``valid_until IS NULL``), most confident first."""
+    async def facts(self, user_id: str, *, as_of: Timestamp | None = None) -> list[StoredFact]:
+        """The user's current facts (``valid_until IS NULL``), most confident first; with
+        ``as_of`` (an aware datetime or epoch seconds), those current at that moment
+        (``valid_from <= as_of < valid_until``), archived ones included."""
         validate_id("user_id", user_id)
+        at = None if as_of is None else check_moment("as_of", as_of)
         async with db.guarded("facts"), self.sessions() as s:
+            if at is not None:
+                return await fact_store.facts_as_of(s, user_id, at)
             return await fact_store.current_facts(s, user_id)
 
     async def fact_history(self, user_id: str, key: str | None = None) -> list[StoredFact]:
-        """Every value a fact ever had, current and superseded, oldest first."""
+        """Every value a fact ever had, current, superseded and retracted, oldest first (a
+        retracted one names the message that withdrew it: ``ended_by_msg_id``)."""
         validate_id("user_id", user_id)
         if key is not None:
             validate_id("key", key)

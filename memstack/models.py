@@ -109,6 +109,9 @@ class FactRow(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     # Not a foreign key: the row it names may have moved to the archive (same id there).
     supersedes_id: Mapped[int | None] = mapped_column(BigId, nullable=True)
+    # The message that withdrew this value with nothing in its place (a retraction);
+    # NULL for a current or superseded value (a successor names it by supersedes_id).
+    ended_by_msg_id: Mapped[str | None] = mapped_column(MsgIdStr, nullable=True)
     hit_count: Mapped[int] = mapped_column(Integer, default=0)
     last_hit_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
@@ -145,6 +148,7 @@ class FactArchiveRow(Base):
     valid_until: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     supersedes_id: Mapped[int | None] = mapped_column(BigId, nullable=True)
+    ended_by_msg_id: Mapped[str | None] = mapped_column(MsgIdStr, nullable=True)
     hit_count: Mapped[int] = mapped_column(Integer)
     last_hit_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     archived_at: Mapped[datetime] = mapped_column(UTCDateTime())

@@ -102,6 +102,15 @@ def _json_integer(value: object) -> object:
     return value
 
 
+def _rfc3339(value: object) -> object:
+    # A query string is always text, so epoch seconds have no place here.
+    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
+        raise ValueError(
+            "must be an RFC 3339 date-time with its timezone offset (2025-03-01T10:00:00+08:00)"
+        )
+    return value
+
+
 BudgetTokens = Annotated[int, Field(ge=1, le=MAX_BUDGET_TOKENS), BeforeValidator(_json_integer)]
 TopK = Annotated[int, Field(ge=1, le=MAX_KB_TOP_K), BeforeValidator(_json_integer)]
 # A time with its offset, or epoch seconds (UTC).
@@ -116,6 +125,12 @@ Moment = Annotated[
             ]
         }
     ),
+]
+# A time with its offset, as a query parameter carries it.
+MomentText = Annotated[
+    AwareDatetime,
+    BeforeValidator(_rfc3339),
+    WithJsonSchema({"type": "string", "format": "date-time"}),
 ]
 
 
@@ -258,6 +273,11 @@ class FactOut(_FromCore):
     valid_from: datetime
     valid_until: datetime | None
     supersedes_id: int | None
+    ended_by_msg_id: str | None = Field(
+        default=None,
+        description="The message that withdrew this value with nothing in its place (a "
+        "retraction); null for a current value and for one a new value superseded.",
+    )
     current: bool
 
 

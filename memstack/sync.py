@@ -151,8 +151,8 @@ class Memory:
     def drain(self, *, now: Timestamp | None = None, summarize: bool = True) -> WorkerReport:
         return self._run(self.aio.drain(now=now, summarize=summarize))
 
-    def facts(self, user_id: str) -> list[StoredFact]:
-        return self._run(self.aio.facts(user_id))
+    def facts(self, user_id: str, *, as_of: Timestamp | None = None) -> list[StoredFact]:
+        return self._run(self.aio.facts(user_id, as_of=as_of))
 
     def fact_history(self, user_id: str, key: str | None = None) -> list[StoredFact]:
         return self._run(self.aio.fact_history(user_id, key))

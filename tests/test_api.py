@@ -24,6 +24,7 @@ from memstack.memory import AsyncMemory
 from memstack.settings import Settings
 from memstack.working_memory import WorkingMemory
 from tests.conftest import make_settings, new_id
+from tests.test_fact_time import NOT_ANYMORE, VEGETARIAN, Scripted
 
 TOKEN = "s3cret-token-0123456789"
 DEAD_REDIS = "redis://127.0.0.1:1/0"
@@ -145,6 +146,47 @@ async def test_remember_drain_context_round_trip(
     assert kept_facts and body["degraded"] == {}
     # The superseded 五千 turn never reaches the text as a current value.
     assert "五千" not in body["sections"]["facts"]["text"]
+
+
+async def test_facts_as_of_a_moment_and_the_retraction_in_history(
+    api: tuple[httpx.AsyncClient, AsyncMemory],
+) -> None:
+    client, mem = api
+    (await mem.worker()).ingestor.extractor = Scripted()
+    user, session = new_id("u"), new_id("s")
+    url = session_url(user, session, "messages")
+    for ts, text in (("2026-11-01T09:00:00Z", VEGETARIAN), ("2026-11-01T11:00:00Z", NOT_ANYMORE)):
+        r = await client.post(url, json={"role": "user", "content": text, "ts": ts})
+        assert r.status_code == 201, r.text
+    withdrew = r.json()["msg_id"]
+    assert (await client.post("/v1/admin/drain")).status_code == 200
+
+    facts = f"/v1/users/{user}/facts"
+    assert (await client.get(facts)).json()["facts"] == []
+    # 18:00 in Shanghai is 10:00 UTC: after the first message, before the second.
+    then = await client.get(facts, params={"as_of": "2026-11-01T18:00:00+08:00"})
+    assert then.status_code == 200, then.text
+    [diet] = then.json()["facts"]
+    assert diet["value"] == "vegetarian" and not diet["current"]
+    assert diet["valid_until"] == "2026-11-01T11:00:00Z" and diet["ended_by_msg_id"] == withdrew
+    after = await client.get(facts, params={"as_of": "2026-11-01T11:00:00.000+00:00"})
+    assert after.status_code == 200 and after.json()["facts"] == []
+    [ended] = (await client.get(f"{facts}/history")).json()["facts"]
+    assert ended == diet
+
+    # A time without its offset is ambiguous; epoch seconds are not a query's form.
+    for bad in ("2026-11-01T10:00:00", "2026-11-01 10:00:00+00:00", "1793523600", "yesterday"):
+        r = await client.get(facts, params={"as_of": bad})
+        assert r.status_code == 422, (bad, r.text)
+        assert "offset" in r.json()["detail"]
+    [param] = [
+        p
+        for p in (await client.get("/openapi.json")).json()["paths"]["/v1/users/{user_id}/facts"][
+            "get"
+        ]["parameters"]
+        if p["name"] == "as_of"
+    ]
+    assert {"type": "string", "format": "date-time"} in param["schema"]["anyOf"]
 
 
 async def test_retry_with_the_same_msg_id_writes_once(

@@ -3,9 +3,11 @@ in-memory transport, and as the ``memstack mcp`` process over stdio."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from memstack.mcp_server import create_server
 from memstack.memory import AsyncMemory
 from memstack.settings import Settings
 from tests.conftest import new_id
+from tests.test_fact_time import NOT_ANYMORE, VEGETARIAN, Scripted
 
 TOOLS = {"remember", "recall_context", "facts", "forget_user", "knowledge_search"}
 
@@ -124,6 +127,32 @@ async def test_remember_takes_an_author_name(service_settings: Settings) -> None
             mem.working.keys.ingest_stream(),
         )
     assert [(m.content, m.name) for m in window] == [("I'm in Lisbon", "Tim"), ("Me too", None)]
+
+
+async def test_facts_as_of_an_earlier_moment(
+    any_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The extractor is scripted: the fact store's time, not the rules, is the subject.
+    monkeypatch.setattr("memstack.memory.build_extractor", lambda _settings: Scripted())
+    user, session = new_id("u"), new_id("s")
+    args = {"user_id": user, "session_id": session, "role": "user"}
+    async with connect(any_settings, inline_ingest=True) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        await ok(client, "remember", **args, content=VEGETARIAN)
+        await asyncio.sleep(0.02)
+        between = datetime.now(UTC).astimezone(timezone(timedelta(hours=-5)))
+        await asyncio.sleep(0.02)
+        withdrew = (await ok(client, "remember", **args, content=NOT_ANYMORE))["msg_id"]
+        now = await ok(client, "facts", user_id=user)
+        then = await ok(client, "facts", user_id=user, as_of=between.isoformat())
+        before = await ok(client, "facts", user_id=user, as_of="2000-01-01T00:00:00Z")
+        naive = await call(client, "facts", user_id=user, as_of="2026-11-01T10:00:00")
+    assert now["facts"] == [] and before["facts"] == []
+    [diet] = then["facts"]
+    assert diet["value"] == "vegetarian" and diet["ended_by_msg_id"] == withdrew
+    assert naive.is_error and "as_of" in text_of(naive)
+    schema = tools["facts"].input_schema
+    assert "as_of" in schema["properties"] and schema["required"] == ["user_id"]
 
 
 async def test_errors_reach_the_model_by_name_and_write_nothing(

@@ -213,3 +213,83 @@ async def test_doctor_says_how_a_missing_schema_is_made(
     assert embedded[1].detail.endswith("schema not created (migrated on first use)")
     server = await doctor.run_checks(fresh_pg_settings)
     assert server[1].detail.endswith("schema not created (run `memstack db upgrade`)")
+
+
+def _fact_columns(engine: sa.Engine, table: str) -> set[str]:
+    return {c["name"] for c in sa.inspect(engine).get_columns(table)}
+
+
+def _insert_fact(engine: sa.Engine, table: str, fid: int, **extra: object) -> None:
+    row: dict[str, object] = {
+        "id": fid,
+        "user_id": "u1",
+        "session_id": "s1",
+        "msg_id": f"m{fid}",
+        "fact_type": "preference",
+        "fact_key": "diet",
+        "fact_value": '"vegetarian"',
+        "confidence": 0.9,
+        "source": "user_stated",
+        "valid_from": T0,
+        "created_at": T0,
+        "hit_count": 0,
+        **extra,
+    }
+    cols = ", ".join(row)
+    marks = ", ".join(f":{k}" for k in row)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"INSERT INTO {table} ({cols}) VALUES ({marks})"), row)
+
+
+FACT_TABLES = ("agent_memory_fact", "agent_memory_fact_archive")
+
+
+async def test_0006_records_what_ended_a_fact_and_downgrade_keeps_one_current_row(
+    fresh_settings: Settings,
+) -> None:
+    settings = fresh_settings
+    cfg = db.alembic_config(db.sync_url(settings))
+    engine = sa.create_engine(db.sync_url(settings))
+    archived = {"valid_until": T0, "archived_at": T0}
+    try:
+        db.upgrade(settings, "0005")
+        _insert_fact(engine, "agent_memory_fact", 1)
+        _insert_fact(engine, "agent_memory_fact_archive", 2, **archived)
+        db.upgrade(settings)
+        assert db.head_revision() == "0006"
+        for table in FACT_TABLES:
+            assert "ended_by_msg_id" in _fact_columns(engine, table)
+            with engine.connect() as conn:
+                ended = conn.execute(sa.text(f"SELECT ended_by_msg_id FROM {table}")).all()
+            assert [e[0] for e in ended] == [None]
+        longest = f"{'u' * 128}/{'s' * 128}:{'m' * 128}"
+        _insert_fact(engine, "agent_memory_fact", 3, valid_until=T0, ended_by_msg_id=longest)
+        _insert_fact(engine, "agent_memory_fact_archive", 4, ended_by_msg_id=longest, **archived)
+
+        command.downgrade(cfg, "0005")
+        for table in FACT_TABLES:
+            assert "ended_by_msg_id" not in _fact_columns(engine, table)
+        with engine.connect() as conn:
+            ids = conn.execute(sa.text("SELECT id FROM agent_memory_fact ORDER BY id")).all()
+            assert [i[0] for i in ids] == [1, 3]
+        # The index that allows one current row per (user, key) is still partial and unique.
+        [index] = [
+            i
+            for i in sa.inspect(engine).get_indexes("agent_memory_fact")
+            if i["name"] == "idx_fact_user_key"
+        ]
+        assert index["unique"]
+        _insert_fact(engine, "agent_memory_fact", 5, valid_until=T0)
+        with pytest.raises(sa.exc.IntegrityError):
+            _insert_fact(engine, "agent_memory_fact", 6)
+
+        db.upgrade(settings)
+        mem = await AsyncMemory.open(settings)
+        try:
+            [current] = await mem.facts("u1")
+            assert current.id == 1 and current.ended_by_msg_id is None
+            assert len(await mem.fact_history("u1")) == 5
+        finally:
+            await mem.close()
+    finally:
+        engine.dispose()

@@ -33,6 +33,7 @@ from memstack.schemas import (
     KBHitsOut,
     KBSearchIn,
     MessageOut,
+    MomentText,
     Namespace,
     RememberIn,
     RememberOut,
@@ -142,9 +143,22 @@ async def tool_result(user_id: UserId, ref: Ref, mem: Memory) -> ToolResultOut:
     return ToolResultOut(ref=ref, content=await mem.get_tool_result(user_id, ref))
 
 
-async def facts(user_id: UserId, mem: Memory) -> FactsOut:
-    """Current facts, most confident first."""
-    return FactsOut(facts=[FactOut.model_validate(f) for f in await mem.facts(user_id)])
+async def facts(
+    user_id: UserId,
+    mem: Memory,
+    as_of: Annotated[
+        MomentText | None,
+        Query(
+            description="The facts current at this moment (RFC 3339 with its offset, e.g. "
+            "2025-03-01T10:00:00+08:00), superseded, retracted and archived ones included. "
+            "Default: the current facts."
+        ),
+    ] = None,
+) -> FactsOut:
+    """Current facts, most confident first; with ``as_of``, those current at that moment."""
+    # Without as_of, the very call this route made before as_of existed.
+    found = await (mem.facts(user_id) if as_of is None else mem.facts(user_id, as_of=as_of))
+    return FactsOut(facts=[FactOut.model_validate(f) for f in found])
 
 
 async def fact_history(
@@ -152,7 +166,8 @@ async def fact_history(
     mem: Memory,
     key: Annotated[Id | None, Query(description="One fact key; default: all.")] = None,
 ) -> FactsOut:
-    """Every value a fact ever had, oldest first (superseded rows have ``valid_until``)."""
+    """Every value a fact ever had, oldest first (superseded rows have ``valid_until``; a
+    retracted one also ``ended_by_msg_id``, the message that withdrew it)."""
     return FactsOut(facts=[FactOut.model_validate(f) for f in await mem.fact_history(user_id, key)])
 
 

@@ -37,6 +37,13 @@ class Fact(BaseModel):
     override: bool = Field(
         default=False, description="The sentence carried a turn word (其实, actually, ...)."
     )
+    retracts: bool = Field(
+        default=False,
+        description="The user withdrew the key's current value with nothing in its place "
+        '("不过现在不吃素了", "the cat passed away"): the current value ends, none '
+        "follows. ``value`` is what was withdrawn when the text names it, else None. (A list "
+        "that only shrinks is an ordinary new value: the items that remain.)",
+    )
 
 
 class Extractor(Protocol):
