@@ -318,12 +318,16 @@ def kb_search(
 
 @app.command("eval")
 def eval_(
-    dataset: Annotated[str, typer.Argument(help="locomo or longmemeval")],
-    data: Annotated[Path, typer.Option(help="Dataset file (.json or .json.gz).")],
+    dataset: Annotated[str, typer.Argument(help="locomo, longmemeval or facts")],
+    data: Annotated[
+        Path, typer.Option(help="Dataset file (.json or .json.gz; JSONL cases for facts).")
+    ],
     semantic_budget: Annotated[
         int | None, typer.Option(help="Tokens of related history (default 1000 / 2000).")
     ] = None,
-    limit: Annotated[int | None, typer.Option(help="Conversations (LoCoMo) or questions.")] = None,
+    limit: Annotated[
+        int | None, typer.Option(help="Conversations (LoCoMo), questions or fact cases.")
+    ] = None,
     top_k: Annotated[
         int | None,
         typer.Option(help="Candidates per recall channel (default: sized to the budget)."),
@@ -332,7 +336,16 @@ def eval_(
         Path | None, typer.Option(help="Embedded stores (default: a temp dir).")
     ] = None,
 ) -> None:
-    """Evidence recall of context() on LoCoMo or LongMemEval; last line is JSON."""
+    """Evidence recall of context() on LoCoMo or LongMemEval, or fact extraction on cases
+    of user messages (facts); last line is JSON."""
+    if dataset == "facts":
+        from memstack.fact_eval import run_cli as facts_cli
+
+        if semantic_budget is not None or top_k is not None:
+            console.print("[red]error:[/red] --semantic-budget and --top-k are for recall evals")
+            raise typer.Exit(2)
+        facts_cli(console, _settings(), data, limit, home)
+        return
     from memstack.evaluation import run_cli
 
     run_cli(console, _settings(), dataset, data, semantic_budget, limit, top_k, home)

@@ -114,9 +114,9 @@ def sentences(text: str) -> list[tuple[int, int]]:
 
 
 # Values whose change makes an old statement of them wrong: an amount, a city, a name,
-# a language. An item that left a list of likes or concerns is not: "I like jazz" stays
+# a language, a date. An item that left a list of likes or concerns is not: "I like jazz" stays
 # true of its time, and list items are short words a long message contains by chance.
-TRUSTED_KINDS = frozenset({"money", "text", "language"})
+TRUSTED_KINDS = frozenset({"money", "text", "language", "date"})
 
 
 def stale_statements(

@@ -50,3 +50,36 @@ def test_readme_python_example_runs(tmp_path: Path) -> None:
     assert "'amount': 8000" in result.stdout
     assert "预算上限：8000 CNY" in result.stdout
     assert "5000" not in result.stdout.split("预算上限")[1]
+
+
+def _key_table() -> dict[str, tuple[str, set[str]]]:
+    """docs/facts.md's canonical keys: {key: (type, synonyms)}."""
+    doc = (ROOT / "docs" / "facts.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## Canonical keys") :]
+    section = section[: section.index("\n## ", 3)]
+    rows: dict[str, tuple[str, set[str]]] = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 5 or not cells[0].startswith("`"):
+            continue
+        synonyms: set[str] = set()
+        for group in cells[4].split(";"):
+            # "relation keys: wife, husband" lists synonyms under a heading
+            words = group.split(":", 1)[1] if "keys:" in group else group
+            synonyms.update(w.strip() for w in words.split(",") if w.strip())
+        rows[cells[0].strip("`")] = (cells[1], synonyms)
+    return rows
+
+
+def test_facts_doc_key_table_matches_the_vocabulary() -> None:
+    from memstack.extraction.vocabulary import VOCABULARY
+
+    table = _key_table()
+    assert list(table) == list(VOCABULARY), "docs/facts.md key table != VOCABULARY keys"
+    for key, spec in VOCABULARY.items():
+        doc_type, doc_synonyms = table[key]
+        assert doc_type == spec.type, f"{key}: documented as {doc_type}, is {spec.type}"
+        assert doc_synonyms == set(spec.synonyms), (
+            f"{key}: synonyms differ; only in the docs {sorted(doc_synonyms - set(spec.synonyms))},"
+            f" only in the code {sorted(set(spec.synonyms) - doc_synonyms)}"
+        )

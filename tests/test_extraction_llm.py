@@ -24,6 +24,7 @@ from memstack.extraction import (
 )
 from memstack.extraction.chat import Breaker
 from memstack.extraction.llm import json_payload
+from memstack.extraction.prompts import BATCH_PROMPT, EXTRACT_PROMPT
 from memstack.memory import AsyncMemory
 from memstack.settings import Settings, load_settings
 from tests.conftest import new_id
@@ -665,3 +666,231 @@ async def test_sixteen_messages_against_a_hanging_llm_cost_one_timeout(
         assert len(await mem.fact_history(u, "budget_limit")) == 16
     finally:
         await mem.close()
+
+
+# --- issue 17: the personal keys, withdrawals, what the prompt asks for ----------------------
+
+
+def test_the_prompts_name_the_new_keys_shapes_and_rules() -> None:
+    for prompt in (EXTRACT_PROMPT, BATCH_PROMPT):
+        for word in ("diet", "allergies", "birthday", "family", "pets", '"retracts": true'):
+            assert word in prompt, word
+        assert '"MM-DD"' in prompt and "wife: Anna" in prompt
+        assert 'never "peanut allergy"' in prompt
+        assert "questions" in prompt and "hypotheticals" in prompt and "pasted" in prompt
+        assert "Other people's facts" in prompt
+
+
+async def test_valid_answers_for_the_new_keys_are_normalised(fake_llm: FakeLLM) -> None:
+    fake_llm.script = [
+        facts_json(
+            {"key": "diet", "value": "vegetarian", "source": "user_stated"},
+            {"key": "Allergic To", "value": "peanut allergy, shellfish"},
+            {"key": "dob", "value": "March 3"},
+            {"key": "family", "value": ["wife:Anna", "two kids"]},
+            {"key": "dog", "value": "Biscuit"},  # a relation/animal key is the item's label
+        )
+    ]
+    ex = make_extractor(fake_llm)
+    text = "I'm vegetarian, allergic to peanuts and shellfish; born March 3; wife Anna, two kids"
+    facts = {f.key: f for f in await ex.extract(text)}
+    assert {k: f.value for k, f in facts.items()} == {
+        "diet": "vegetarian",
+        "allergies": ["peanut", "shellfish"],
+        "birthday": "03-03",
+        "family": ["wife: Anna", "two kids"],
+        "pets": ["dog: Biscuit"],
+    }
+    assert {k: f.type for k, f in facts.items()} == {
+        "diet": "profile",
+        "allergies": "constraint",
+        "birthday": "profile",
+        "family": "profile",
+        "pets": "profile",
+    }
+    assert not any(f.retracts for f in facts.values())
+    assert ex.stats.fallbacks == 0
+    await ex.aclose()
+
+
+@pytest.mark.parametrize(
+    ("said", "stored"),
+    [
+        ("1990-10-08", "1990-10-08"),
+        ("10/08", "10-08"),
+        ("March 3", "03-03"),
+        ("3rd of March 1990", "1990-03-03"),
+        ("十月八号", "10-08"),
+        ("1990年10月8日", "1990-10-08"),
+        ({"month": 2, "day": 29}, "02-29"),
+    ],
+)
+async def test_birthdays_as_a_model_may_write_them(
+    fake_llm: FakeLLM, said: Any, stored: str
+) -> None:
+    fake_llm.script = [facts_json({"key": "birthday", "value": said})]
+    ex = make_extractor(fake_llm)
+    [fact] = await ex.extract("my birthday")
+    assert (fact.key, fact.value) == ("birthday", stored)
+    await ex.aclose()
+
+
+async def test_a_birthday_that_is_no_date_is_left_out(fake_llm: FakeLLM) -> None:
+    # Unusable like an amount without a number: only that fact goes, not the answer.
+    fake_llm.script = [facts_json({"key": "birthday", "value": "1990-02-29"}, FOCUS)]
+    ex = make_extractor(fake_llm)
+    assert [f.key for f in await ex.extract("重点关注续航和重量")] == ["focus"]
+    assert ex.stats.fallbacks == 0
+    await ex.aclose()
+
+
+async def test_a_retraction_is_carried_to_the_fact(fake_llm: FakeLLM) -> None:
+    fake_llm.script = [
+        facts_json(
+            {"key": "diet", "value": "vegetarian", "retracts": True, "source": "user_stated"},
+            # A withdrawal may name nothing, and needs no type even for an unknown key.
+            {"key": "gym_membership", "value": None, "retracts": True},
+            {"key": "city", "value": "Berlin", "retracts": None},  # null reads as false
+        )
+    ]
+    ex = make_extractor(fake_llm)
+    known = {"diet": "vegetarian", "gym_membership": "FitX"}
+    facts = {
+        f.key: f for f in await ex.extract("not vegetarian anymore, quit the gym", known=known)
+    }
+    assert (facts["diet"].retracts, facts["diet"].value) == (True, "vegetarian")
+    assert (facts["gym_membership"].retracts, facts["gym_membership"].value) == (True, None)
+    assert (facts["city"].retracts, facts["city"].value) == (False, "Berlin")
+    assert ex.stats.fallbacks == 0
+    await ex.aclose()
+
+
+@pytest.mark.parametrize(
+    ("withdrawn", "value", "retracts"),
+    [
+        (["Tom"], ["dog: Rex"], False),  # part of the list went: the rest is the value
+        (["the cat"], ["dog: Rex"], False),
+        (["cat: Tom", "dog"], ["cat: Tom", "dog"], True),  # all of it: the key ends
+        (["parrot"], ["cat: Tom", "dog: Rex"], False),  # none of it: nothing changes
+    ],
+)
+async def test_a_list_retraction_is_related_to_the_known_list(
+    fake_llm: FakeLLM, withdrawn: list[str], value: list[str], retracts: bool
+) -> None:
+    fake_llm.script = [facts_json({"key": "pets", "value": withdrawn, "retracts": True})]
+    ex = make_extractor(fake_llm)
+    known = {"pets": ["cat: Tom", "dog: Rex"]}
+    [fact] = await ex.extract("Tom passed away", known=known)
+    assert (fact.key, fact.value, fact.retracts) == ("pets", value, retracts)
+    assert fact.supersedes == (known["pets"] if len(value) == 1 else None)
+    await ex.aclose()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        facts_json({"key": "pets", "value": "cat", "retracts": "perhaps"}, FOCUS),
+        facts_json({"key": "diet", "value": ""}, FOCUS),  # empty and no withdrawal
+        '{"facts": {"diet": "vegetarian"}}',  # facts is no list
+    ],
+    ids=["retracts-not-a-bool", "empty-value", "facts-not-a-list"],
+)
+async def test_garbage_answers_about_the_new_keys_send_the_message_to_the_rules(
+    fake_llm: FakeLLM, answer: str
+) -> None:
+    fake_llm.script = [answer, answer]
+    ex = make_extractor(fake_llm)
+    assert await rules_answered(ex) == RULES_BUDGET
+    assert ex.stats.fallbacks == 1
+    await ex.aclose()
+
+
+async def test_a_timeout_leaves_the_rules_and_no_withdrawal(fake_llm: FakeLLM) -> None:
+    # The model's retraction arrives too late: the rules read the message instead.
+    fake_llm.script = [Sleep(3.0, facts_json({"key": "budget", "value": None, "retracts": True}))]
+    ex = make_extractor(fake_llm, timeout_s=0.3)
+    facts = await ex.extract(SAID, known={"budget_limit": {"amount": 9000, "currency": "CNY"}})
+    assert [(f.key, f.value["amount"], f.retracts) for f in facts] == [
+        ("budget_limit", 5000, False)
+    ]
+    assert ex.stats.timeouts == 1 and ex.stats.fallbacks == 1
+    await ex.aclose()
+
+
+async def test_new_keys_and_a_withdrawal_through_ingest(
+    service_settings: Settings, fake_llm: FakeLLM
+) -> None:
+    # One batch: the first message states, the second withdraws the diet and one pet.
+    answer = {
+        "facts_by_message": {
+            "0": [
+                {"key": "diet", "value": "素食", "source": "user_stated"},
+                {"key": "pets", "value": ["布偶猫: 雪球", "柯基"], "source": "user_stated"},
+                {"key": "生日", "value": "3月3日", "source": "user_stated"},
+            ],
+            "1": [
+                {"key": "diet", "value": "素食", "retracts": True, "source": "user_stated"},
+                {"key": "pets", "value": ["雪球"], "retracts": True, "source": "user_stated"},
+            ],
+        }
+    }
+    fake_llm.script = [json.dumps(answer, ensure_ascii=False)]
+    mem = await AsyncMemory.open(llm_settings(service_settings, fake_llm))
+    try:
+        u, s = new_id("u"), new_id("s")
+        await mem.remember(u, s, "user", "我吃素，养了一只布偶猫雪球和一只柯基，生日3月3日")
+        second = await mem.remember(u, s, "user", "不过现在不吃素了，雪球上个月走了")
+        report = await mem.drain(summarize=False)
+        assert (report.processed, report.failed) == (2, 0)
+        assert {f.key: f.value for f in await mem.facts(u)} == {
+            "pets": ["柯基"],
+            "birthday": "03-03",
+        }
+        [diet] = await mem.fact_history(u, "diet")
+        assert diet.value == "素食" and diet.ended_by_msg_id == second
+        assert len(fake_llm.requests) == 1
+    finally:
+        await mem.close()
+
+
+async def test_an_unknown_key_is_kept_snake_cased_with_its_value_as_given(
+    service_settings: Settings, fake_llm: FakeLLM
+) -> None:
+    # docs/facts.md: keys outside the table are kept, lower-cased and snake_cased, their
+    # value stored as given; a key that is no safe id sends the message to the rules.
+    answer = {
+        "facts_by_message": {
+            "0": [{"key": "Shoe Size", "value": {"eu": 42, "fit": "wide"}, "type": "profile"}],
+            "1": [{"key": "通勤时间", "value": "一小时", "type": "profile"}],
+        }
+    }
+    fake_llm.script = [json.dumps(answer, ensure_ascii=False)]
+    mem = await AsyncMemory.open(llm_settings(service_settings, fake_llm))
+    try:
+        u, s = new_id("u"), new_id("s")
+        await mem.remember(u, s, "user", "I wear EU 42, wide fit")
+        await mem.remember(u, s, "user", SAID)
+        await mem.drain(summarize=False)
+        facts = {f.key: (f.value, f.type) for f in await mem.facts(u)}
+        assert facts == {
+            "shoe_size": ({"eu": 42, "fit": "wide"}, "profile"),
+            "budget_limit": ({"amount": 5000, "currency": "CNY"}, "constraint"),  # the rules'
+        }
+    finally:
+        await mem.close()
+
+
+@pytest.mark.parametrize("retraction_first", [True, False])
+async def test_a_withdrawal_never_undoes_a_value_of_the_same_message(
+    fake_llm: FakeLLM, retraction_first: bool
+) -> None:
+    withdrawn: dict[str, Any] = {"key": "diet", "value": "vegetarian", "retracts": True}
+    stated: dict[str, Any] = {"key": "diet", "value": "vegan"}
+    pair = [withdrawn, stated] if retraction_first else [stated, withdrawn]
+    fake_llm.script = [facts_json(*pair)]
+    ex = make_extractor(fake_llm)
+    facts = await ex.extract("not vegetarian anymore, vegan now", known={"diet": "vegetarian"})
+    assert [(f.key, f.value, f.retracts, f.supersedes) for f in facts] == [
+        ("diet", "vegan", False, "vegetarian")
+    ]
+    await ex.aclose()

@@ -76,6 +76,8 @@ class RawFact(BaseModel):
     source: FactSource = "extract"
     supersedes: Any | None = None
     override: bool | None = None
+    # A withdrawal (Fact.retracts); null is read as false.
+    retracts: bool | None = None
 
     @field_validator("type", "source", mode="before")
     @classmethod
@@ -85,8 +87,15 @@ class RawFact(BaseModel):
     @model_validator(mode="after")
     def _complete(self) -> RawFact:
         if self.value is None or self.value in ("", [], {}):
-            raise ValueError(f"fact {safe_text(self.key, 60)!r} has no value")
-        if self.type is None and canonical_key(self.key[:512]) not in VOCABULARY:
+            if not self.retracts:
+                raise ValueError(f"fact {safe_text(self.key, 60)!r} has no value")
+            self.value = None  # a withdrawal need not name what it withdraws
+        # A retraction's type does not matter: it stores no value.
+        if (
+            self.type is None
+            and not self.retracts
+            and canonical_key(self.key[:512]) not in VOCABULARY
+        ):
             raise ValueError(f"fact {safe_text(self.key, 60)!r} needs a type")
         return self
 
@@ -109,7 +118,9 @@ def _checked(raw: RawFact, max_value_bytes: int) -> RawFact:
             check_fact_value(raw.supersedes, max_bytes=max_value_bytes, kind="supersedes")
     except InvalidInput as exc:
         raise _Rejected("value", str(exc)) from None
-    return raw.model_copy(update={"key": key})
+    # A vocabulary key keeps its spelling for normalise_fact, which canonicalises it
+    # again: a relation or animal key ("wife") labels the value it carries.
+    return raw if key in VOCABULARY else raw.model_copy(update={"key": key})
 
 
 def _to_fact(r: RawFact, *, text: str, known: Mapping[str, Any], currency: str) -> Fact | None:
@@ -122,6 +133,7 @@ def _to_fact(r: RawFact, *, text: str, known: Mapping[str, Any], currency: str) 
             source=r.source,
             supersedes=r.supersedes,
             override=has_turn_word(text) if r.override is None else r.override,
+            retracts=bool(r.retracts),
         ),
         default_currency=currency,
     )
@@ -132,6 +144,15 @@ def _currency(text: str, known: Mapping[str, Any]) -> str:
     budget = known.get("budget_limit")
     code = budget.get("currency") if isinstance(budget, dict) else None
     return code if isinstance(code, str) and code else default_currency(text)
+
+
+def _keep(out: dict[str, Fact], fact: Fact) -> None:
+    """One fact per key, the later one; but a withdrawal never undoes a value the same
+    message states ("not vegetarian anymore, vegan now" is a new diet, not none)."""
+    earlier = out.get(fact.key)
+    if fact.retracts and earlier is not None and not earlier.retracts:
+        return
+    out[fact.key] = fact
 
 
 def to_facts(
@@ -159,7 +180,7 @@ def to_facts(
         if fact is None:
             log.debug("dropped LLM fact with an unusable value: %s", safe_text(repr(r)))
             continue
-        out[fact.key] = fact
+        _keep(out, fact)
     return list(out.values())
 
 
@@ -190,7 +211,7 @@ def message_facts(
         except Exception as exc:  # the vocabulary choked on it: distrust the answer
             raise _Rejected("value", f"{type(exc).__name__}: {safe_text(exc)}") from None
         if fact is not None:
-            out[fact.key] = fact
+            _keep(out, fact)
     return list(out.values())
 
 

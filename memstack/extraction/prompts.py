@@ -1,5 +1,9 @@
 """The LLM extractor's prompts: one message (``EXTRACT_PROMPT``) or a user's messages of
-an ingest batch (``BATCH_PROMPT``); both share the fields, the keys and the rules."""
+an ingest batch (``BATCH_PROMPT``); both share the fields, the keys and the rules.
+
+The key list and value shapes repeat docs/facts.md: a model that writes the documented
+shape needs no guessing from the vocabulary (the vocabulary normalises what it can all
+the same)."""
 
 from __future__ import annotations
 
@@ -8,7 +12,8 @@ Each fact has the fields
   "key": string, "value": JSON, "type": "preference" | "profile" | "task" | "constraint",
   "confidence": number 0..1, "source": "user_stated" | "extract" | "inferred",
   "supersedes": the old value this one replaces, or null,
-  "override": true | false.
+  "override": true | false,
+  "retracts": true only when the user withdraws the key's value (rule 8), else leave it out.
 
 Use these keys when they fit:
   budget_limit (constraint): {"amount": number, "currency": ISO code such as "CNY", "USD"}
@@ -17,6 +22,14 @@ Use these keys when they fit:
   name, city, occupation (profile): string
   language (preference): ISO 639-1 code of the language the user wants answers in
   goal (task): what the user is trying to get done, a short string
+  diet (profile): the user's diet in their words: "vegetarian", "素食", "keto"
+  allergies (constraint): list of allergens, the thing alone: ["peanuts"], ["芒果"],
+    never "peanut allergy"
+  birthday (profile): "MM-DD", or "YYYY-MM-DD" when the user gives the year
+  family (profile): list of "<relation>" or "<relation>: <name>": ["wife: Anna",
+    "two kids"], ["姐姐: 小雨", "儿子"]
+  pets (profile): list of "<animal as the user calls it>" or "<animal>: <name>":
+    ["golden retriever: Biscuit"], ["布偶猫: 雪球", "柯基"]
   anything else durable: a short snake_case English key (letters, digits, _).
 Values are short: a number, a string, a list of short strings or a small object.
 """
@@ -35,7 +48,19 @@ Rules:
 5. Keep negations: "不要推荐游戏本" is do_not_recommend ["游戏本"], never likes.
 6. source is "user_stated" for what the user said outright, "inferred" for anything you
    conclude that the user did not say, "extract" for stated facts that needed reading
-   between the lines. Only the user's own statements count; no facts from small talk.
+   between the lines. No facts from small talk.
+7. Only the user's own current facts. Other people's facts are not the user's ("my
+   sister is vegan" gives no diet; "my friend lives in Paris" gives no city), except
+   that the user's family and pets are: "my wife Anna" gives family ["wife: Anna"].
+   Nothing from questions ("我叫什么名字？", "what budget should I set?"),
+   hypotheticals ("if I were vegan..."), quotes of others, or text the user pasted
+   (an assistant's or anyone's words): they state no fact about the user. Never store
+   a negated value ("not vegetarian"); rule 8 says what a withdrawal is.
+8. When the user withdraws a value with nothing in its place ("I'm not vegetarian
+   anymore", "不过现在不吃素了", "the cat passed away", "我已经不过敏了"), report
+   that key with "retracts": true and as value what was withdrawn, or null when the
+   message does not say. For a list key the value lists only the items that went
+   (["cat: Tom"]); the items not named stay.
 """
 
 _EXAMPLE_FACTS_1 = """\
@@ -51,6 +76,18 @@ _EXAMPLE_FACTS_2 = """\
 {"key": "do_not_recommend", "value": ["游戏本"], "type": "constraint",
 "confidence": 0.95, "source": "user_stated", "supersedes": null, "override": true}]"""
 
+_KNOWN_3 = '{"diet": "vegetarian", "pets": ["cat: Tom", "dog: Rex"]}'
+_MESSAGE_3 = (
+    "My wife Anna says hi! I'm not vegetarian anymore, and sadly Tom passed away. "
+    "What diet would you suggest? My sister is vegan."
+)
+_EXAMPLE_FACTS_3 = """\
+[{"key": "family", "value": ["wife: Anna"], "type": "profile", "confidence": 0.9,
+"source": "user_stated"}, {"key": "diet", "value": "vegetarian", "type": "profile",
+"confidence": 0.9, "source": "user_stated", "retracts": true}, {"key": "pets",
+"value": ["cat: Tom"], "type": "profile", "confidence": 0.85, "source": "user_stated",
+"retracts": true}]"""
+
 EXTRACT_PROMPT = f"""\
 You extract durable facts about the USER from one chat message, for a long-term memory.
 Reply with ONE JSON object and nothing else: {{"facts": [...]}}. {_FIELDS}
@@ -63,6 +100,9 @@ known_facts {{}}, message "我预算不超过五千，重点关注续航和重�
 known_facts {{"budget_limit": {{"amount": 5000, "currency": "CNY"}}}},
 message "其实我可以到八千，别再推荐游戏本了" →
 {{"facts": {_EXAMPLE_FACTS_2}}}
+
+known_facts {_KNOWN_3}, message "{_MESSAGE_3}" →
+{{"facts": {_EXAMPLE_FACTS_3}}}
 """
 
 BATCH_PROMPT = f"""\
@@ -71,7 +111,7 @@ memory. You get known_facts and the user's messages in the order they were sent,
 with an index. Reply with ONE JSON object and nothing else, holding every index:
 {{"facts_by_message": {{"0": [...], "1": [...]}}}}, the facts each message states.
 {_FIELDS}
-{_RULES}7. Read the messages in order: a fact an earlier message states is known for the later
+{_RULES}9. Read the messages in order: a fact an earlier message states is known for the later
    ones, so a later message that changes it supersedes the earlier value.
    A message with nothing to extract gets [].
 
@@ -81,4 +121,7 @@ known_facts {{}}, messages [{{"index": 0, "text": "我预算不超过五千，�
 {{"facts_by_message": {{"0": {_EXAMPLE_FACTS_1},
 "1": [],
 "2": {_EXAMPLE_FACTS_2}}}}}
+
+known_facts {_KNOWN_3}, messages [{{"index": 0, "text": "{_MESSAGE_3}"}}] →
+{{"facts_by_message": {{"0": {_EXAMPLE_FACTS_3}}}}}
 """

@@ -16,7 +16,22 @@ from typing import Any, Literal
 
 from memstack.extraction.base import Fact, FactType
 
-ValueKind = Literal["money", "list", "text", "language"]
+# Numbers live in their own module; these names stay part of the vocabulary's API.
+from memstack.extraction.numbers import MAX_NUMBER_CHARS as MAX_NUMBER_CHARS
+from memstack.extraction.numbers import NUMBER_PATTERN as NUMBER_PATTERN
+from memstack.extraction.numbers import parse_number as parse_number
+from memstack.extraction.numbers import tidy_number as tidy_number
+from memstack.extraction.profile_values import (
+    LABEL_KEYS,
+    allergen,
+    item_matches,
+    label_items,
+    named_item,
+    normalise_date,
+    split_named,
+)
+
+ValueKind = Literal["money", "list", "text", "language", "date"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +43,9 @@ class KeySpec:
     # Items of an accumulating list are never dropped by a turn word: "其实别推荐X"
     # adds X, it does not forget what was banned before.
     accumulate: bool = False
+    # Items are "<relation or animal>" or "<relation or animal>: <name>" ("wife: Anna"):
+    # a named item is one item, however many names it lists.
+    named: bool = False
 
 
 def _spec(key: str, type_: FactType, kind: ValueKind, synonyms: str, **kw: bool) -> KeySpec:
@@ -75,6 +93,31 @@ VOCABULARY: dict[str, KeySpec] = {
             "goal", "task", "text",
             "task current_goal intent shopping_for looking_for 目标 需求 任务",
         ),
+        _spec(
+            "diet", "profile", "text",
+            "dietary_preference dietary_preferences dietary_choice diet_type eating_habits "
+            "饮食 饮食习惯 饮食偏好 饮食方式",
+        ),
+        _spec(
+            "allergies", "constraint", "list",
+            "allergy allergic_to allergen allergens food_allergy food_allergies "
+            "过敏 过敏原 过敏源 过敏史 过敏物",
+        ),
+        _spec(
+            "birthday", "profile", "date",
+            "birth_date birthdate date_of_birth dob bday born_on 生日 出生日期 生辰",
+        ),
+        _spec(
+            "family", "profile", "list",
+            "family_members relatives household 家人 家庭 家庭成员 亲人 "
+            + " ".join(LABEL_KEYS["family"]),
+            named=True,
+        ),
+        _spec(
+            "pets", "profile", "list",
+            "pet my_pets pet_animals 宠物 " + " ".join(LABEL_KEYS["pets"]),
+            named=True,
+        ),
     )
 }  # fmt: skip
 
@@ -89,116 +132,12 @@ def canonical_key(raw: str) -> str:
     Keys outside the vocabulary become snake_case and pass through: the LLM may find
     facts we have no name for, and dropping them would lose information.
     """
-    key = re.sub(r"[\s\-./]+", "_", raw.strip()).strip("_").casefold()
+    key = _raw_form(raw)
     return _SYNONYMS.get(key, key)
 
 
-# --- numbers ------------------------------------------------------------------------
-
-_CN_DIGITS = {ch: i for i, ch in enumerate("零一二三四五六七八九")} | {"〇": 0, "两": 2, "俩": 2}
-_CN_UNITS = {"十": 10, "百": 100, "千": 1000}
-_CN_BIG = (("亿", 100_000_000), ("万", 10_000))
-_ARABIC = re.compile(r"\d+(?:\.\d+)?")
-_SUFFIX_MULT = {"k": 1000, "K": 1000, "w": 10_000}
-
-# One token of a number as people type it. Chinese numerals must start with a digit or
-# 十, so 千万 ("by all means") and 万一 ("in case") are not amounts; lowercase w is the
-# chat shorthand for 万 (2w = 20 000), uppercase W is watts.
-NUMBER_PATTERN = (
-    r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
-    r"(?:\s*(?:thousand|grand|million|mn)\b|[kKw万千](?![A-Za-z]))?"
-    r"|[一二两俩三四五六七八九十][零〇一二两俩三四五六七八九十百千万亿]*"
-)
-
-
-def _small_cn(text: str) -> float | None:
-    """A number below 10 000: 三千五 → 3500, 八千零五 → 8005, 十 → 10, 1.5 → 1.5."""
-    if not text:
-        return None
-    if _ARABIC.fullmatch(text):
-        return float(text)
-    total = 0.0
-    pending: float | None = None
-    last_unit = 0
-    after_unit = False  # a digit right after a unit is the shorthand 三千五 = 3500
-    zero_seen = False
-    i = 0
-    while i < len(text):
-        m = _ARABIC.match(text, i)
-        if m:
-            pending, i = float(m.group()), m.end()
-            after_unit = False
-            continue
-        ch = text[i]
-        i += 1
-        if ch in _CN_DIGITS:
-            if _CN_DIGITS[ch] == 0:
-                zero_seen = True
-            pending = float(_CN_DIGITS[ch])
-        elif ch in _CN_UNITS:
-            unit = _CN_UNITS[ch]
-            total += (pending if pending is not None else 1.0) * unit
-            pending, last_unit, after_unit, zero_seen = None, unit, True, False
-            continue
-        else:
-            return None
-        after_unit = after_unit and not zero_seen and pending is not None and last_unit > 0
-    if pending is not None:
-        total += pending * (last_unit // 10) if after_unit and last_unit >= 10 else pending
-    return total
-
-
-def _cn_number(text: str, shorthand: int = 0) -> float | None:
-    for char, mult in _CN_BIG:
-        if char in text:
-            left, right = text.split(char, 1)
-            high = _cn_number(left) if left else 1.0
-            if high is None:
-                return None
-            # 一万二 = 12 000: a lone digit after a big unit counts in the next unit down.
-            low = _cn_number(right, shorthand=mult // 10) if right else 0.0
-            return None if low is None else high * mult + low
-    if shorthand and len(text) == 1 and (text in _CN_DIGITS or text.isdigit()):
-        return float((_CN_DIGITS[text] if text in _CN_DIGITS else int(text)) * shorthand)
-    return _small_cn(text.lstrip("零〇"))
-
-
-# Longest number parse_number reads (digits, separators, numerals and suffixes).
-MAX_NUMBER_CHARS = 40
-
-
-def parse_number(text: str) -> float | None:
-    """Read a number written in digits, Chinese numerals or a mix.
-
-    五千 → 5000, 两万 → 20000, 一万二 → 12000, 三千五 → 3500, 1.5万 → 15000,
-    十万 → 100000, "5,000" → 5000, "3k" → 3000, "2w" → 20000, "1.2 million" → 1200000.
-    Returns None when ``text`` is not a number.
-    """
-    s = text.strip().replace(",", "").replace("，", "")
-    if len(s) > MAX_NUMBER_CHARS:
-        # Nobody writes an amount this long; "一万万万…" would also recurse once per 万.
-        return None
-    n = _parse_number(s)
-    return n if n is None or math.isfinite(n) else None
-
-
-def _parse_number(s: str) -> float | None:
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(thousand|grand|million|mn|m)", s, re.IGNORECASE)
-    if m:
-        mult = 1000 if m.group(2).lower() in ("thousand", "grand") else 1_000_000
-        return float(m.group(1)) * mult
-    if s and s[-1] in _SUFFIX_MULT and _ARABIC.fullmatch(s[:-1].strip()):
-        return float(s[:-1].strip()) * _SUFFIX_MULT[s[-1]]
-    if s and s[-1] in "万千" and _ARABIC.fullmatch(s[:-1].strip()):
-        return float(s[:-1].strip()) * (10_000 if s[-1] == "万" else 1000)
-    if not s or not re.fullmatch(r"[\d.零〇一二两俩三四五六七八九十百千万亿]+", s):
-        return None
-    return _cn_number(s)
-
-
-def tidy_number(x: float) -> int | float:
-    """8000.0 → 8000, so stored JSON reads the way people write amounts."""
-    return int(x) if float(x).is_integer() else round(x, 2)
+def _raw_form(raw: str) -> str:
+    return re.sub(r"[\s\-./]+", "_", raw.strip()).strip("_").casefold()
 
 
 # --- money --------------------------------------------------------------------------
@@ -210,6 +149,12 @@ _CURRENCY_SPELLINGS = {
     "GBP": "英镑 gbp pounds £",
     "JPY": "日元 jpy yen",
     "HKD": "港币 港元 hkd hk$",
+    "INR": "卢比 inr rupees rupee ₹",
+    "CAD": "加元 加币 cad c$ ca$",
+    "AUD": "澳元 澳币 aud a$ au$",
+    "SGD": "新加坡元 新币 sgd s$",
+    "KRW": "韩元 韩币 krw",
+    "TWD": "新台币 台币 twd nt$",
 }
 # Longest spellings first so "US$" wins over "$" and "块钱" over "块".
 CURRENCY_WORDS: tuple[tuple[str, str], ...] = tuple(
@@ -319,16 +264,18 @@ def clean_item(text: str) -> str:
     return s
 
 
-def normalise_list(value: Any) -> list[str]:
-    """ "续航和重量" → ["续航", "重量"]; a list is cleaned and de-duplicated in order."""
+def normalise_list(value: Any, *, named: bool = False) -> list[str]:
+    """ "续航和重量" → ["续航", "重量"]; a list is cleaned and de-duplicated in order.
+    ``named``: items are "<what>: <name>" ("kids: Anna and Tom" stays one item)."""
     raw = value if isinstance(value, list | tuple) else [value]
     items: list[str] = []
     seen: set[str] = set()
     for entry in raw:
         if entry is None:
             continue
-        for part in _ITEM_SPLIT.split(str(entry)):
-            item = clean_item(part)
+        parts = split_named(str(entry)) if named else _ITEM_SPLIT.split(str(entry))
+        for part in parts:
+            item = clean_item(named_item(part)) if named else clean_item(part)
             if item and item.casefold() not in seen:
                 seen.add(item.casefold())
                 items.append(item)
@@ -376,9 +323,13 @@ def normalise_value(key: str, value: Any, *, default_currency: str = "CNY") -> A
     if spec.kind == "money":
         return normalise_money(value, default_currency=default_currency)
     if spec.kind == "list":
-        return normalise_list(value)
+        items = normalise_list(value, named=spec.named)
+        # "peanut allergy" → "peanut": the key already says allergy.
+        return normalise_list([allergen(i) for i in items]) if key == "allergies" else items
     if spec.kind == "language":
         return normalise_language(value)
+    if spec.kind == "date":
+        return normalise_date(value)
     return normalise_text(value)
 
 
@@ -429,17 +380,27 @@ def normalise_known(known: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def normalise_fact(fact: Fact, *, default_currency: str = "CNY") -> Fact | None:
-    """Canonical key, the vocabulary's type, a normalised value; None if the value is unusable."""
+    """Canonical key, the vocabulary's type, a normalised value; None if the value is
+    unusable. A retraction is kept whatever its value: the withdrawal is the fact, and
+    what it names (None when unreadable) only says which items of a list went."""
     key = canonical_key(fact.key)
     spec = VOCABULARY.get(key)
+    raw = _raw_form(fact.key)
+    label = raw if raw in LABEL_KEYS.get(key, ()) else None
+
+    def shape(v: Any) -> Any:
+        if v is None:
+            return None
+        out = normalise_value(key, v, default_currency=default_currency)
+        return label_items(label, out) if label and isinstance(out, list) else out
+
     try:
-        value = normalise_value(key, fact.value, default_currency=default_currency)
-        supersedes = (
-            normalise_value(key, fact.supersedes, default_currency=default_currency)
-            if fact.supersedes is not None
-            else None
-        )
+        value, supersedes = shape(fact.value), shape(fact.supersedes)
     except ValueError:
+        if not fact.retracts:
+            return None
+        value, supersedes = None, None
+    if value is None and not fact.retracts:
         return None
     return fact.model_copy(
         update={
@@ -451,15 +412,40 @@ def normalise_fact(fact: Fact, *, default_currency: str = "CNY") -> Fact | None:
     )
 
 
+def _withdraw(fact: Fact, old: Any) -> Fact:
+    """A retraction naming some items of a longer known list is the list that remains
+    (a list that only shrinks is an ordinary new value, :class:`Fact`); naming none of
+    them it changes nothing. Anything else is withdrawn whole."""
+    spec = VOCABULARY.get(fact.key)
+    if (
+        spec is None
+        or spec.kind != "list"
+        or not isinstance(old, list)
+        or not isinstance(fact.value, list)
+    ):
+        return fact
+    gone = [str(w) for w in fact.value]
+    remaining = [o for o in old if not any(item_matches(str(o), w) for w in gone)]
+    if not remaining:
+        return fact
+    shrunk = len(remaining) < len(old)
+    return fact.model_copy(
+        update={"value": remaining, "retracts": False, "supersedes": old if shrunk else None}
+    )
+
+
 def reconcile(fact: Fact, known: Mapping[str, Any], *, additive: bool = False) -> Fact:
     """Relate a normalised fact to the user's known value of the same key.
 
     List keys come back whole (known items + new ones) because the fact store keeps one
     current row per key: emitting only the new item would retire the old ones. A turn
     word replaces the list instead, unless the key accumulates or the text says "also".
-    ``supersedes`` becomes the known value whenever it differs from the new one.
+    ``supersedes`` becomes the known value whenever it differs from the new one. A
+    retraction is related by :func:`_withdraw`.
     """
     old = known.get(fact.key)
+    if fact.retracts:
+        return _withdraw(fact, old)
     if old is None:
         return fact
     value = fact.value
