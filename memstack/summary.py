@@ -254,8 +254,11 @@ facts: the user's CURRENT facts from this session, each
    "source": "user_stated"|"extract"|"inferred", "supersedes": old value or null,
    "override": true|false}
   Keys: budget_limit {"amount": number, "currency": "CNY"|"USD"|...}; likes, dislikes,
-  focus, do_not_recommend (lists of short strings); name, city, occupation, goal
-  (strings); language (ISO 639-1 code); anything else a short snake_case key.
+  focus, do_not_recommend, allergies (the allergen alone), family ("wife: Anna"),
+  pets ("柯基: 豆豆") (lists of short strings); name, city, occupation, goal, diet
+  (strings); birthday ("MM-DD" or "YYYY-MM-DD"); language (ISO 639-1 code); anything
+  else a short snake_case key. Only the user's own facts, nothing from questions,
+  hypotheticals or quotes.
 summary: at most 300 characters, in the conversation's language. Keep every number,
   amount, name, product and negation exactly as said ("不要推荐游戏本" stays a negation).
 open_questions: questions the user asked that the assistant has not answered, verbatim.
