@@ -173,6 +173,11 @@ class ExtractiveSummariser:
         current: dict[str, Fact] = {}
         for text in user_messages:
             for fact in self.rules.extract_sync(text, known=running):
+                if fact.retracts:
+                    # A withdrawn value is no current fact of the session.
+                    current.pop(fact.key, None)
+                    running.pop(fact.key, None)
+                    continue
                 earlier = current.get(fact.key)
                 if earlier is not None and same_value(earlier.value, fact.value):
                     # A restatement keeps the record of what the value replaced.

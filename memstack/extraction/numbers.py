@@ -20,7 +20,9 @@ _SUFFIX_MULT = {"k": 1000, "K": 1000, "w": 10_000}
 # chat shorthand for 万 (2w = 20 000), uppercase W is watts.
 NUMBER_PATTERN = (
     r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
-    r"(?:\s*(?:thousand|grand|million|mn)\b|[kKw万千](?![A-Za-z]))?"
+    r"(?:\s*(?:thousand|grand|million|mn)\b|[kKw千](?![A-Za-z])"
+    # 3万5 = 35 000 and 3万5千: a digit after 万 counts in thousands
+    r"|万(?:\d千?(?![\d万千百十.]))?)?"
     r"|[一二两俩三四五六七八九十][零〇一二两俩三四五六七八九十百千万亿]*"
 )
 

@@ -145,8 +145,8 @@ def _raw_form(raw: str) -> str:
 _CURRENCY_SPELLINGS = {
     "CNY": "人民币 块钱 元 块 rmb cny yuan ¥ ￥",
     "USD": "美元 美金 刀 us$ usd dollars dollar bucks $",
-    "EUR": "欧元 eur euros euro €",
-    "GBP": "英镑 gbp pounds £",
+    "EUR": "欧元 欧 eur euros euro €",
+    "GBP": "英镑 gbp pounds quid £",
     "JPY": "日元 jpy yen",
     "HKD": "港币 港元 hkd hk$",
     "INR": "卢比 inr rupees rupee ₹",
@@ -155,6 +155,22 @@ _CURRENCY_SPELLINGS = {
     "SGD": "新加坡元 新币 sgd s$",
     "KRW": "韩元 韩币 krw",
     "TWD": "新台币 台币 twd nt$",
+    "CHF": "瑞士法郎 chf",
+    "NZD": "新西兰元 nzd nz$",
+    "THB": "泰铢 thb baht",
+    "MYR": "马币 令吉 myr ringgit",
+    "RUB": "卢布",
+    "SEK": "瑞典克朗 sek",
+    "NOK": "挪威克朗 nok",
+    "DKK": "丹麦克朗 dkk",
+    "MXN": "mxn",
+    "BRL": "巴西雷亚尔 brl",
+    "ZAR": "南非兰特 zar",
+    "PHP": "菲律宾比索",
+    "VND": "越南盾 vnd",
+    "IDR": "印尼盾 idr",
+    "TRY": "土耳其里拉",
+    "PLN": "波兰兹罗提 pln",
 }
 # Longest spellings first so "US$" wins over "$" and "块钱" over "块".
 CURRENCY_WORDS: tuple[tuple[str, str], ...] = tuple(
@@ -285,7 +301,7 @@ def normalise_list(value: Any, *, named: bool = False) -> list[str]:
 
 
 _LANGUAGE_SPELLINGS = {
-    "zh": "中文 汉语 普通话 简体中文 chinese mandarin",
+    "zh": "中文 汉语 普通话 简体中文 繁体中文 简体 繁体 chinese mandarin",
     "en": "英文 英语 english",
     "ja": "日语 日文 japanese",
     "ko": "韩语 韩文 korean",
@@ -293,6 +309,18 @@ _LANGUAGE_SPELLINGS = {
     "de": "德语 german",
     "es": "西班牙语 spanish",
     "yue": "粤语 cantonese",
+    "it": "意大利语 italian",
+    "pt": "葡萄牙语 portuguese",
+    "ru": "俄语 russian",
+    "ar": "阿拉伯语 arabic",
+    "hi": "印地语 hindi",
+    "vi": "越南语 vietnamese",
+    "th": "泰语 thai",
+    "nl": "荷兰语 dutch",
+    "id": "印尼语 indonesian",
+    "tr": "土耳其语 turkish",
+    "pl": "波兰语 polish",
+    "sv": "瑞典语 swedish",
 }
 LANGUAGES: dict[str, str] = {
     word: code for code, words in _LANGUAGE_SPELLINGS.items() for word in words.split()

@@ -1,0 +1,229 @@
+"""How a table of regex rules becomes facts: matching, the value a match names, whose
+statement it is, and the values that are no values at all.
+
+Each language module (:mod:`.zh`, :mod:`.en`) only declares rules; this module applies
+them all the same way.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from memstack.extraction.base import Fact
+from memstack.extraction.rules.sentences import MASK, clause_starts, other_subject
+from memstack.extraction.vocabulary import VOCABULARY, has_cjk
+
+# A value builder reads the match (and the sentence it is in) and returns the raw value,
+# a string or a list of strings; None drops the match.
+ValueOf = Callable[[re.Match[str], str], Any]
+
+
+@dataclass(frozen=True)
+class Rule:
+    key: str
+    pattern: re.Pattern[str]
+    confidence: float = 0.9
+    # Profile statements inside a question ("我叫什么名字？") are not statements.
+    statements_only: bool = False
+    reject: re.Pattern[str] | None = None  # tested on the raw value
+    value: ValueOf | None = None  # None: group "v" (or v2...), else the rest of the clause
+    retracts: bool = False
+    # The rule itself names its subject (family: "my wife"), so a clause about another
+    # person does not silence it.
+    any_subject: bool = False
+    # Whether the matched text is taken from later rules. A rule that only locates its
+    # value ("在苏州做会计": the city) leaves the words to others (the occupation).
+    claims: bool = True
+
+
+def rule(key: str, pattern: str, confidence: float = 0.9, **kw: Any) -> Rule:
+    return Rule(key, re.compile(pattern), confidence, **kw)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What the rules may take from one sentence."""
+
+    turn_at: int | None
+    question_at: int | None  # where the sentence's question starts, if it asks one
+
+
+# --- values ----------------------------------------------------------------------------------
+
+_STOP_WORDS = frozenset(
+    "i i'm i'd my me you we they it it's he she but so because since please and then also "
+    "however though although if which that this do don't dont not no never stop the especially "
+    "particularly mainly mostly like except such love hate enjoy prefer allergic".split()
+)
+_VERBISH = re.compile(
+    r"(?i:\b(?:is|are|was|were|be|been|am|has|have|had|do|does|did|can|could|will|would"
+    r"|should|get|gets|got|makes?|looks?|feels?)\b|'s\b|'re\b)"
+)
+_HARD_STOP = re.compile(
+    r"[，；;：:。！？!?\n]|但是|可是|因为|所以|不过|而且|并且|然后|预算|〔"
+    r"|(?i:\s+(?:but|because|since|so|though|although|while|whereas|unless|if|and i|and my"
+    r"|instead|anymore|any more|either|lol|haha|pls|please|btw|fyi|though|tho|now|these days"
+    r"|nowadays|lately|at the moment|most|more|better|the most|too much|so much|a lot"
+    r"|very much|over|rather than|instead of|more than|than)\b)"
+)
+# Words that can sit where a value goes without being one: pronouns, particles, fillers.
+_JUNK = frozenset(
+    """的 了 吧 呢 啊 它 它们 他 她 这个 那个 这些 那些 这种 那种 这样 那样 东西 一切 所有 什么
+    都 也 就 还 很 太 好 行 嗯 哦 them it that this those these one ones stuff things thing
+    everything anything something nothing all much more lot lots some any none way kind sort
+    mine yours his hers theirs ours here there him her us you me 你 您 我 你们 他们 她们""".split()
+)
+# Confidence of a goal read from a bare need ("I need a X", "想要一个X"): it names the
+# goal only while no other goal is in play.
+WEAK_GOAL = 0.7
+# Confidence of a name given as what to be called ("叫我小静就行", "call me Bob"): it
+# names the user only while no full name is known.
+NICKNAME = 0.9
+MAX_VALUE_CHARS = 60
+_MAX_VALUE_WINDOW = 4 * MAX_VALUE_CHARS
+
+
+def cut(rest: str) -> str:
+    """The value part of "…喜欢X，…": up to the end of the clause.
+
+    English lists run over commas ("hiking, reading and chess") when the next piece is a
+    short noun phrase, not a new statement ("…Canon, the lenses are amazing").
+    """
+    rest = rest[:_MAX_VALUE_WINDOW]  # values are short; scanning further is quadratic
+    m = _HARD_STOP.search(rest)
+    if m:
+        rest = rest[: m.start()]
+    parts = rest.split(",")
+    kept = [parts[0]]
+    for part in parts[1:]:
+        words = part.split()
+        if (
+            not words
+            or len(words) > 4
+            or words[0].casefold() in _STOP_WORDS
+            or has_cjk(part)
+            or _VERBISH.search(part)
+        ):
+            break
+        kept.append(part)
+    return ",".join(kept).strip()
+
+
+# Values that point at something in the conversation instead of naming it: "that idea",
+# "your suggestions", "how you explained it", "the cheaper one", "这个推荐", "第一个".
+_DEICTIC = re.compile(
+    r"^(?i:(?:that|this|these|those|your|yours|it|its|how|what|when|where|why|who|which"
+    r"|whatever|anything|something|nothing|everything)\b)"
+    r"|(?i:\b(?:one|ones|option|options|choice)$)"
+    r"|^(?:这|那|第[一二三四五六七八九十\d]|你|您|他|她|它|咱)"
+)
+# "I love to cook" likes cooking; "I hate to say it" and "don't want to spend" like nothing.
+_TO_VERB = re.compile(r"^to\s+(?P<verb>[a-z-]+)$", re.IGNORECASE)
+_FUNCTION_VERBS = frozenset(
+    "be do have get go make say tell see hear know spend pay wait ask admit bother think "
+    "waste lose miss buy sound be".split()
+)
+
+
+def is_junk(value: str) -> bool:
+    """A value that is only a pronoun, a particle, a pointer or a masked quote."""
+    s = value.strip(" \t\"'“”‘’。.,，!！?？~～")
+    if not s or MASK in s or "〔" in s:
+        return True
+    if s.casefold() in _JUNK or re.fullmatch(r"[\d\s.,]+", s):
+        return True
+    return s.casefold().startswith("to ") and _infinitive(s) is None
+
+
+# Keys whose values are things the user names in passing, where a pointer can stand.
+POINTABLE = frozenset({"likes", "dislikes", "focus", "do_not_recommend", "goal"})
+
+
+def is_pointer(value: str) -> bool:
+    return _DEICTIC.search(value.strip()) is not None
+
+
+def _infinitive(value: str) -> str | None:
+    m = _TO_VERB.match(value)
+    return m["verb"] if m and m["verb"].casefold() not in _FUNCTION_VERBS else None
+
+
+def _tidy(value: str, key: str) -> str | None:
+    # "华为的", "Nikon的": a trailing 的 only marks the noun the user left out.
+    v = re.sub(r"(?<=[\u4e00-\u9fffA-Za-z0-9])的+$", "", value.strip())
+    # Quote marks around a word the user stressed ("I don't like 'smart' TVs").
+    v = re.sub(r"[\"“”「」『』‘’]|(?<![A-Za-z])'|'(?![A-Za-z])", "", v).strip()
+    if is_junk(v) or (key in POINTABLE and is_pointer(v)):
+        return None
+    return _infinitive(v) or v
+
+
+def _junk_free(value: Any, key: str) -> Any:
+    if isinstance(value, list):
+        kept = [t for v in value if isinstance(v, str) and (t := _tidy(v, key))]
+        return kept or None
+    if isinstance(value, str):
+        return _tidy(value, key)
+    return value
+
+
+def _raw_value(r: Rule, m: re.Match[str], sentence: str) -> tuple[Any, int]:
+    """The value of match ``m`` and where the text it covers ends."""
+    if r.value is not None:
+        return r.value(m, sentence), m.end()
+    groups = {k: v for k, v in m.groupdict().items() if v and k.startswith("v")}
+    if groups:
+        return next(iter(groups.values())), m.end()
+    raw = cut(sentence[m.end() :])
+    return raw, m.end() + len(raw)
+
+
+# --- applying rules --------------------------------------------------------------------------
+
+
+def apply_rules(rules: Iterable[Rule], sentence: str, scope: Scope) -> Iterable[Fact]:
+    """Facts the rules find in one sentence. The first rule to claim a stretch of text wins
+    it, so more specific rules come first ("不要推荐" before "喜欢")."""
+    claimed = bytearray(len(sentence))  # per character: a bitmap keeps long inputs linear
+    starts = clause_starts(sentence)
+    others: dict[int, bool] = {}
+
+    def someone_else(pos: int) -> bool:
+        start = starts[bisect.bisect_right(starts, pos) - 1]
+        if start not in others:
+            # The subject opens the clause: its first words are enough.
+            others[start] = other_subject(sentence[start : start + 80])
+        return others[start]
+
+    for r in rules:
+        for m in r.pattern.finditer(sentence):
+            if any(claimed[m.start() : m.end()]):
+                continue
+            if r.statements_only and scope.question_at is not None and m.end() > scope.question_at:
+                continue
+            if not r.any_subject and someone_else(m.start()):
+                continue
+            raw, end = _raw_value(r, m, sentence)
+            raw = _junk_free(raw, r.key)
+            if raw is None and not r.retracts:
+                continue
+            if isinstance(raw, str) and (
+                len(raw) > MAX_VALUE_CHARS or (r.reject and r.reject.search(raw))
+            ):
+                continue
+            if r.claims:
+                claimed[m.start() : end] = b"\x01" * (end - m.start())
+            yield Fact(
+                key=r.key,
+                value=raw,
+                type=VOCABULARY[r.key].type,
+                confidence=r.confidence,
+                source="user_stated",
+                # A turn word speaks for what follows it: "我喜欢A，不过预算改成八千".
+                override=scope.turn_at is not None and scope.turn_at < end,
+                retracts=r.retracts,
+            )

@@ -1,0 +1,238 @@
+"""Reading a message before any rule runs: sentences, questions, turn words, and the
+stretches that are not the user's own statements.
+
+A rule only sees what the user asserts about themselves. Quoted or pasted words, reported
+speech ("my boss keeps saying ..."), hypotheticals ("如果中了大奖 ...") and clauses
+whose subject is someone else ("my wife hates ...") are masked or flagged here, so every
+rule inherits the same judgement instead of re-implementing it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from memstack.extraction.rules.lexicon import KIN_EN, KIN_ZH, OTHERS_EN, OTHERS_ZH
+
+# Stands in for masked text: no rule takes it as a value, and it keeps clauses apart.
+MASK = "〔〕"
+
+# --- sentences, turn words, questions ----------------------------------------------------
+
+TURN_WORDS = re.compile(
+    r"其实|不过|改一下|改成|改为|改到|还是|算了|换成|更正|说错了|打错了|写错了|不对|改主意|纠正一下"
+    r"|(?i:\bactually\b|\binstead\b|\bchanged? my mind\b|\bon second thought\b"
+    r"|\bscratch that\b|\bcorrection\b|\bmake (?:it|that)\b|\blet me correct\b|\bnever ?mind\b"
+    r"|\bwait,? no\b|\bno,? wait\b|\bnah\b|\bnvm\b|\bhold on\b)"
+)
+# "也行", "也没关系" concede, they add nothing: "其实我更在乎口味，环境一般也行".
+ADDITIVE = re.compile(
+    r"也(?!行|可以|没关系|无所谓|没事|罢|成|好)|还有|另外|还养"
+    r"|(?i:\balso\b|\btoo\b|\bas well\b|\beither\b)"
+)
+_SENTENCE = re.compile(r"[^。！？!?；;\n]+?(?:[。！？!?；;]+|\.(?=\s|$)|\n|$)")
+_QUESTION_START = re.compile(
+    r"^(?:是否|能不能|可不可以|有没有|会不会|要不要|怎么|怎样|如何|为什么|为啥|哪)"
+    r"|^(?i:what|how|why|when|where|which|who|do you|did you|can you|could you|should i"
+    r"|is it|are there|any ideas)\b"
+)
+
+
+def has_turn_word(text: str) -> bool:
+    return TURN_WORDS.search(text) is not None
+
+
+def turn_at(sentence: str) -> int | None:
+    m = TURN_WORDS.search(sentence)
+    return m.start() if m else None
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences with their end punctuation kept (questions are told apart by it)."""
+    return [s.strip() for s in _SENTENCE.findall(text) if s.strip(" \t\n。！？!?；;.")]
+
+
+def is_question(sentence: str) -> bool:
+    s = sentence.strip()
+    if s.endswith(("?", "？")):
+        return True
+    body = s.rstrip("。.!！~～ ")
+    if body.endswith(("吗", "呢", "么")):
+        return True
+    return not s.endswith(("。", ".", "!", "！")) and _QUESTION_START.search(body) is not None
+
+
+def question_at(sentence: str) -> int | None:
+    """Where the question in ``sentence`` starts: at its last clause ("my birthday's on
+    March 3rd, any ideas?" states a birthday first), or at 0 when it opens as a question."""
+    if not is_question(sentence):
+        return None
+    if _QUESTION_START.search(sentence.strip()):
+        return 0
+    starts = [m.end() for m in re.finditer(r"[，,；;]", sentence.rstrip(" ?？"))]
+    return starts[-1] if starts else 0
+
+
+def text_locale(text: str) -> str:
+    """ "zh" when Chinese characters carry the text, else "en"."""
+    cjk = len(re.findall(r"[\u4e00-\u9fff]", text))
+    latin = len(re.findall(r"[A-Za-z]+", text))
+    return "zh" if cjk and cjk >= latin else "en"
+
+
+# Chat spellings of "I", "I'm", "don't"...: the rules are written for the standard forms.
+_CHAT_SPELLINGS = {
+    "i": "I",
+    "im": "I'm",
+    "ive": "I've",
+    "dont": "don't",
+    "cant": "can't",
+    "doesnt": "doesn't",
+    "didnt": "didn't",
+    "isnt": "isn't",
+    "wont": "won't",
+}
+_CHAT_WORD = re.compile(r"\b(?:" + "|".join(_CHAT_SPELLINGS) + r")\b", re.IGNORECASE)
+
+
+def tidy_chat(text: str) -> str:
+    """Typographic apostrophes made plain and chat spellings made standard ("im" → "I'm")."""
+    text = re.sub(r"(?<=[A-Za-z])[’‘](?=[A-Za-z])", "'", text)
+    # A dash between words of a Latin sentence separates clauses as a comma does.
+    text = re.sub(r"(?<=[A-Za-z0-9])\s+[—–-]{1,2}\s+(?=[A-Za-z])", ", ", text)
+    return _CHAT_WORD.sub(lambda m: _CHAT_SPELLINGS[m.group().casefold()], text)
+
+
+# --- words that are not the user's -----------------------------------------------------------
+
+_QUOTED = re.compile(
+    r'"(?P<a>[^"\n]{1,400})"|“(?P<b>[^”\n]{1,400})”|「(?P<c>[^」\n]{1,400})」'
+    r"|『(?P<d>[^』\n]{1,400})』|‘(?P<e>[^’\n]{1,400})’"
+    # 'plain single quotes', told apart from apostrophes by what stands around them
+    r"|(?<![A-Za-z])'(?P<f>[^'\n]{1,400}?)'(?![A-Za-z])"
+)
+# Hearsay: the whole sentence is somebody else's claim.
+_HEARSAY = re.compile(r"据说|听说|网上说|(?i:\baccording to\b|\bapparently\b|\bthey say\b)")
+_SENTENCE_END = re.compile(r"[。！？!?\n]|\.(?=\s|$)")
+_SPEAKER_WORDS = re.compile(
+    r"[我你您咱]|(?i:\b(?:i|i'm|i'd|i've|me|my|mine|you|your|you're|we|our|us)\b)"
+)
+# Something said, written or pasted by someone else, introduced with a colon.
+_REPORTED_COLON = re.compile(
+    r"(?:(?<!我)(?:说|讲|写)|回复|回答|建议|如下|以下是|原话|写着|显示"
+    r"|(?i:\bsaid|\bsays|\bsaying|\bwrote|\bwrites|\breplied|\banswered|\bsuggested"
+    r"|\brecommended|\bpast(?:e|ed|ing)|\bcopied|\bquote|\breads|\bstates))[^:：\n]{0,40}?[:：]"
+)
+# "他说 / X跟我说 / my boss keeps saying ...": the rest of the clause is their words.
+_REPORTED_ZH = re.compile(
+    rf"(?:跟我|和我|对我|同我)(?:说|讲)|告诉我|(?:{OTHERS_ZH}|{KIN_ZH}|AI|助手|网上)(?:们)?"
+    r"(?:也|一直|总|老|还|都|又|就)?(?:说|讲|觉得|认为|建议)"
+)
+_REPORTED_EN = re.compile(
+    r"(?i:\b(?:keeps?\s+|kept\s+|always\s+|just\s+|was\s+|were\s+|is\s+|are\s+)?"
+    r"(?:says|said|saying|tells me|told me|thinks|thought|claims|claimed|reckons|wrote"
+    r"|writes|insists|insisted)\b)"
+)
+_NOT_REPORTING = re.compile(r"(?i:\b(?:I|we)\s+(?:\w+\s+)?|\b(?:that|having|as)\s+)$")
+_CLAUSE_END = re.compile(r"[，,；;。！？!?\n]")
+
+# "if I won 40k ...", "如果中了大奖 ...": from the marker to the end of the sentence.
+_HYPOTHETICAL = re.compile(
+    r"如果|(?<![主只需重想])要是|假如|假设|倘若|若是|万一|哪天|等我|要不是|梦想|幻想|做梦|但愿"
+    r"|(?i:\bif\b|\bwhat if\b|\bsuppose\b|\bsupposing\b|\bimagine\b|\bassuming\b|\bwish\b"
+    r"|\bsomeday\b|\bone day\b|\bdream(?:ing)? (?:of|about)\b|\bwould've\b|\bwould have\b)"
+)
+_HYPOTHETICAL_END = re.compile(
+    r"(?:就好了|就好啦|该多好|多好)[啊呀啦]?[，,。！!]?"
+    r"|[，,]\s*(?=可惜|但是|但|不过|可是|(?i:but\b|sadly\b|unfortunately\b))"
+)
+# Conditions that hedge a request rather than imagine a world: the statement stands.
+_HEDGE = re.compile(
+    r"(?:如果|要是)(?:可以|可能|方便|有的话|能的话)(?:的话)?"
+    r"|(?i:\bif (?:possible|you can|you could|you don't mind|needed|necessary|that's "
+    r"(?:ok|okay|fine|alright|possible)|that helps|it helps)\b)"
+)
+
+
+def _quote_is_a_statement(inner: str) -> bool:
+    """A quoted product name ("Dune", “黑白灰”) is the user's word; a quoted sentence is
+    somebody's speech, or text pasted from elsewhere."""
+    if _SPEAKER_WORDS.search(inner):
+        return True
+    cjk = len(re.findall(r"[\u4e00-\u9fff]", inner))
+    return cjk > 4 or len(inner.split()) > 2
+
+
+def mask_others(text: str) -> str:
+    """``text`` with every stretch that is somebody else's words replaced by :data:`MASK`:
+    statement-like quotes, text pasted after "X said:", and reported speech to the end of
+    its clause."""
+    text = _QUOTED.sub(
+        lambda m: MASK if _quote_is_a_statement(next(g for g in m.groups() if g)) else m[0],
+        text,
+    )
+    for h in reversed(list(_HEARSAY.finditer(text))):
+        end = _SENTENCE_END.search(text, h.end())
+        text = text[: h.start()] + MASK + (text[end.start() :] if end else "")
+    m = _REPORTED_COLON.search(text)
+    if m:
+        # Pasted text runs to the end of its line; after a bare colon-and-newline, to the end.
+        rest = text[m.end() :]
+        cut = len(rest) if rest.startswith("\n") else rest.find("\n")
+        text = text[: m.end()] + MASK + (rest[cut:] if cut >= 0 else "")
+    return _mask_reported(text)
+
+
+def _mask_reported(text: str) -> str:
+    out: list[str] = []
+    pos = 0
+    for pattern in (_REPORTED_ZH, _REPORTED_EN):
+        for m in pattern.finditer(text):
+            if m.start() < pos:
+                continue
+            before = text[: m.start()]
+            if pattern is _REPORTED_EN and _NOT_REPORTING.search(before):
+                continue  # "I said I'd rather ...", "that said, ...": no one else speaks
+            end = _CLAUSE_END.search(text, m.end())
+            stop = end.start() if end else len(text)
+            out.append(text[pos : m.end()] + MASK)
+            pos = stop
+        text, out, pos = "".join(out) + text[pos:], [], 0
+    return text
+
+
+def hypothetical_span(sentence: str) -> tuple[int, int] | None:
+    """Where an imagined world starts and ends in ``sentence`` (None if it has none). It
+    runs to the end of the sentence, unless a wish closes ("要是…就好了") or reality
+    answers it ("…, but I love steak", "…，可惜只有六千")."""
+    for m in _HYPOTHETICAL.finditer(sentence):
+        if _HEDGE.match(sentence, m.start()) is None:
+            end = _HYPOTHETICAL_END.search(sentence, m.end())
+            return m.start(), end.end() if end else len(sentence)
+    return None
+
+
+# --- whose statement a clause is -------------------------------------------------------------
+
+_LEAD_ZH = r"(?:(?:而且|但是|不过|可是|然后|另外|还有|对了|哈哈+|其实|那|就是)[，,]?)*"
+_LEAD_EN = r"(?i:(?:(?:and|but|so|also|oh|well|lol|haha|plus|btw|then|though|like),?\s+)*)"
+_OTHER_SUBJECT = re.compile(
+    rf"^\s*{_LEAD_ZH}(?:(?:我|我们|咱)?(?:的|家的?)?(?:{KIN_ZH}|{OTHERS_ZH})(?!们?(?:和|跟)我)"
+    rf"|(?:他|她|他们|她们|别人|人家)(?!们?(?:和|跟)我))"
+    rf"|^\s*{_LEAD_EN}(?i:(?:my|our)\s+(?:\w+\s+)?(?:{KIN_EN}|{OTHERS_EN})(?:'s)?"
+    r"|he|she|they|his|her|their)\b(?!(?:\s+[A-Z][a-z]+)?\s+and\s+(?:I|me)\b)"
+)
+_CLAUSE_BREAK = re.compile(
+    r"[，,；;:：]|\s+(?i:but|so|and then|because|while|whereas)\s+|(?<=[^\s])\s+-\s+"
+)
+
+
+def clause_starts(sentence: str) -> list[int]:
+    """Where each clause of ``sentence`` starts, in order (the first at 0)."""
+    return [0, *(m.end() for m in _CLAUSE_BREAK.finditer(sentence))]
+
+
+def other_subject(clause: str) -> bool:
+    """Whether ``clause`` is about someone else: it opens with another person as subject
+    ("my husband loves sushi", "我女儿对牛奶过敏", "他住在广州"), not with the user or the
+    user together with them ("my wife and I", "我和老公")."""
+    return _OTHER_SUBJECT.search(clause) is not None

@@ -1,0 +1,189 @@
+"""Chinese rules for the personal keys: diet, allergies, birthday, family, pets.
+
+Kin terms and animals are closed classes (:mod:`.lexicon`); a name after them is read
+with jieba ("我姐姐小雨"). A pet that died or was given away is withdrawn, not kept.
+"""
+
+from __future__ import annotations
+
+import re
+
+from memstack.extraction.rules.engine import Rule, rule
+from memstack.extraction.rules.lexicon import (
+    ANIMAL_HEADS_ZH,
+    BREEDS_ZH,
+    DIET_WORDS_ZH,
+    DIETS_ZH,
+    KIN_ZH,
+    KIN_ZH_FULL,
+)
+from memstack.extraction.rules.zh import ADV, CJK, END, tags
+
+
+def _diet(m: re.Match[str], sentence: str) -> str:
+    return DIETS_ZH.get(m.group("v"), m.group("v"))
+
+
+def _kin(word: str) -> str:
+    return KIN_ZH_FULL.get(word, word)
+
+
+def _family(m: re.Match[str], sentence: str) -> str:
+    rel = _kin(m.group("rel"))
+    name = m.groupdict().get("name")
+    if not name:
+        # "我姐姐小雨": a name right after the kin term, as jieba sees it.
+        words = tags(sentence[m.end() : m.end() + 6])
+        if words and words[0][1] in ("nr", "nrt", "nrfg") and 2 <= len(words[0][0]) <= 3:
+            name = words[0][0]
+    return f"{rel}: {name}" if name else rel
+
+
+def _family_with(m: re.Match[str], sentence: str) -> list[str]:
+    """Everyone the user does something with: "我和爸妈带着妹妹去厦门" → 爸妈, 妹妹."""
+    clause = re.split(r"[，,。！？!?；;]", sentence[m.start() :], maxsplit=1)[0]
+    found = re.findall(rf"(?:和|跟|带着|带|陪着|陪|同)(?:我的?)?({KIN_ZH})(?!们)", clause)
+    return [_kin(k) for k in found]
+
+
+def _count_family(m: re.Match[str], sentence: str) -> str:
+    n, rel = m.group("n") or m.group("n2") or "", m.group("rel") or m.group("rel2")
+    return rel if n in ("一个", "一", "个", "") else f"{n}{rel}"
+
+
+def _pet_item(count: str | None, classifier: str | None, animal: str, name: str | None) -> str:
+    # "两只猫" keeps its count; "一只猫" is just 猫.
+    if count and count != "一":
+        animal = f"{count}{classifier or ''}{animal}"
+    return f"{animal}: {name}" if name else animal
+
+
+def _pet(m: re.Match[str], sentence: str) -> list[str]:
+    """The animal ``m`` names and those listed after it: "两只猫一只狗"."""
+    g = m.groupdict()
+    items = [_pet_item(g.get("n"), g.get("cl"), m.group("animal"), g.get("name"))]
+    pos = m.end()
+    while (more := _MORE_PETS.match(sentence, pos)) is not None:
+        items.append(_pet_item(more["n"], more["cl"], more["animal"], more["name"]))
+        pos = more.end()
+    return items
+
+
+# An animal word, not what it is part of: 猫毛, 狗粮 and 猫砂 are no pets.
+_ANIMAL = (
+    rf"(?:(?:(?![我你他她的了只条个])[\u4e00-\u9fff]){{0,3}}?(?:{ANIMAL_HEADS_ZH})"
+    rf"|(?:{BREEDS_ZH})(?:猫|犬|狗)?)(?!毛|粮|砂|肉|过敏)"
+)
+_PET_NAME = rf"(?:[，,]?(?:叫|名叫|叫做|名字叫)(?P<name>{CJK}{{1,4}}?|[A-Za-z]+){END})?"
+# When a pet died or left: "猫去年走了", "狗，前几天去世了".
+_WHEN = r"(?:去年|前年|上个月|上周|前几天|前阵子|昨天|今年|已经|早就|也|刚刚?|不幸)*"
+_MORE_PETS = re.compile(
+    rf"(?:[，,、和]|还有)?(?P<n>一|两|三|几|\d)(?P<cl>只|条|头|匹)(?P<animal>{_ANIMAL}){_PET_NAME}"
+)
+_DATE = (
+    r"(?:\d{4}\s*年\s*)?[\d一二三四五六七八九十〇零两]{1,3}\s*月\s*[\d一二三四五六七八九十〇零两]{1,3}\s*[日号]?"
+    r"|\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}"
+)
+
+
+RULES: tuple[Rule, ...] = (
+    rule(
+        "diet",
+        rf"(?:我|我们|我们家|我家)(?:自己)?(?:现在|目前|一直|已经|平时|基本上?|常年|从小|也|都|是|在|坚持|开始"
+        r"|最近|这几年|长期|主要)*"
+        rf"(?P<v>{DIET_WORDS_ZH})(?!菜|的人|餐厅|馆)(?:主义者|者|主义|饮食)?",
+        0.9,
+        statements_only=True,
+        value=_diet,
+    ),
+    rule(
+        "diet",
+        r"(?:不(?:再)?吃素了|不再吃素|开始吃肉了?|不是素食(?:主义)?者了|不(?:再)?(?:生酮|轻断食)了"
+        r"|停了(?:生酮|轻断食))",
+        0.9,
+        statements_only=True,
+        retracts=True,
+        value=lambda m, s: None,
+    ),
+    rule(
+        "allergies",
+        r"(?:我|^|(?<=[，,\s]))(?:也|还|从小|一直)*对(?P<v>[^，,。！？!?]{1,12}?)不(?:再)?过敏了",
+        0.9,
+        statements_only=True,
+        retracts=True,
+    ),
+    rule(
+        "allergies",
+        rf"(?:我(?:自己)?|^|(?<=[，,\s])){ADV}(?:是)?对(?P<v>[^，,。！？!?]{{1,12}}?)(?:有点|有些|比较|很|非常|特别|严重)?过敏",
+        0.9,
+        statements_only=True,
+    ),
+    rule(
+        "allergies",
+        r"我的?过敏(?:原|源)?(?:是|有)(?P<v>[^，,。！？!?]{1,12})"
+        r"|我(?:自己)?(?:有)?(?P<v2>[^对是有，,。！？!?\s]{1,6}?)过敏(?!吗)",
+        0.9,
+        statements_only=True,
+        reject=re.compile(r"^(?:点|些|一点|严重|轻微|容易|季节性|不|会|是)"),
+    ),
+    rule(
+        "birthday",
+        rf"我(?:的)?生日(?:快到了|马上就?到了|要到了|就要到了)?[，,]?(?:是|在)?(?P<v>{_DATE})|我(?:是)?(?P<v2>{_DATE})(?:出生|生)"
+        rf"|我?出生(?:于|在|日期是)(?P<v3>{_DATE})",
+        0.9,
+        statements_only=True,
+    ),
+    rule(
+        "family",
+        rf"(?:我|咱)(?:的|家的?)?(?P<rel>{KIN_ZH})(?!们|妹|弟|哥|姐|夫|棋|牙|工)(?:(?:叫|名叫|叫做)(?P<name>{CJK}{{2,3}}?){END})?",
+        0.85,
+        value=_family,
+        any_subject=True,
+    ),
+    rule(
+        "family",
+        rf"(?:我|我们)[^，,。]{{0,10}}?(?:和|跟|带着|带|陪着|陪|同)(?:我的?)?(?:{KIN_ZH})",
+        0.85,
+        value=_family_with,
+        any_subject=True,
+    ),
+    rule(
+        "family",
+        r"^(?P<rel>老公|老婆|媳妇|儿子|女儿|闺女)(?=今年|已经|刚|现在|也|还|在|是|都|最近|[\d一二三四五六七八九十两]+岁)",
+        0.8,
+        value=_family,
+        any_subject=True,
+    ),
+    rule(
+        "family",
+        r"我(?:有|家有)(?P<n>一个|一|两个|俩|三个|两|三|个)?(?P<rel>孩子|儿子|女儿|哥哥|姐姐|弟弟|妹妹|娃)"
+        r"|我是(?P<n2>一个|两个|三个|俩)(?P<rel2>孩子|儿子|女儿)的(?:妈妈|爸爸|妈|爸|母亲|父亲)",
+        0.85,
+        value=_count_family,
+        any_subject=True,
+    ),
+    rule(
+        "pets",
+        rf"(?P<animal>{_ANIMAL})[，,]?{_WHEN}(?:去世|死|走|没|丢|送人|病逝|离开我们)了",
+        0.85,
+        statements_only=True,
+        retracts=True,
+        value=lambda m, s: m.group("animal"),
+    ),
+    rule(
+        "pets",
+        r"(?:(?:我|我们|咱|我家|家里|家)(?:也|还|又)?(?:(?![没不以之曾])[^，,。]){0,2}?(?:养了|养着|养|有)(?!点|些|过)"
+        r"|(?:^|(?<=[，,]))(?:也|还|又|另外)?(?:养了|养着))"
+        rf"(?P<n>一|两|三|几|\d)?(?P<cl>只|条|头|匹|个)?(?P<animal>{_ANIMAL}){_PET_NAME}",
+        0.85,
+        statements_only=True,
+        value=_pet,
+    ),
+    rule(
+        "pets",
+        rf"我(?:家|的)?(?:的)?(?P<animal>{_ANIMAL})(?:叫|名叫|叫做)(?P<name>{CJK}{{1,4}}?|[A-Za-z]+){END}",
+        0.85,
+        statements_only=True,
+        value=_pet,
+    ),
+)
