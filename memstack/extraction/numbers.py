@@ -20,7 +20,8 @@ _SUFFIX_MULT = {"k": 1000, "K": 1000, "w": 10_000}
 # chat shorthand for 万 (2w = 20 000), uppercase W is watts.
 NUMBER_PATTERN = (
     r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
-    r"(?:\s*(?:thousand|grand|million|mn)\b|[kKw千](?![A-Za-z])"
+    # 1w5 = 15 000 and 2k5 = 2 500: as with 万, a digit after the unit counts one unit down
+    r"(?:\s*(?:thousand|grand|million|mn)\b|[kKw千](?:\d(?![\d.,]))?(?![A-Za-z])"
     # 3万5 = 35 000 and 3万5千: a digit after 万 counts in thousands
     r"|万(?:\d千?(?![\d万千百十.]))?)?"
     r"|[一二两俩三四五六七八九十][零〇一二两俩三四五六七八九十百千万亿]*"
@@ -103,6 +104,10 @@ def _parse_number(s: str) -> float | None:
     if m:
         mult = 1000 if m.group(2).lower() in ("thousand", "grand") else 1_000_000
         return float(m.group(1)) * mult
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKw千])(\d)", s)
+    if m:
+        unit = _SUFFIX_MULT.get(m.group(2), 1000)
+        return float(m.group(1)) * unit + int(m.group(3)) * unit // 10
     if s and s[-1] in _SUFFIX_MULT and _ARABIC.fullmatch(s[:-1].strip()):
         return float(s[:-1].strip()) * _SUFFIX_MULT[s[-1]]
     if s and s[-1] in "万千" and _ARABIC.fullmatch(s[:-1].strip()):

@@ -27,7 +27,13 @@ from memstack.extraction.rules.context import (
     names_current,
     withdrawn_items,
 )
-from memstack.extraction.rules.engine import NICKNAME, WEAK_GOAL, Scope, apply_rules
+from memstack.extraction.rules.engine import (
+    NICKNAME,
+    SWITCHED_GOAL,
+    WEAK_GOAL,
+    Scope,
+    apply_rules,
+)
 from memstack.extraction.rules.money import BudgetContext, budget_fact, known_budget
 from memstack.extraction.rules.sentences import (
     ADDITIVE,
@@ -140,6 +146,9 @@ class RulesExtractor:
         if "name" in known or "name" in found or sum(f.key == "name" for f in facts) > 1:
             # "叫我小静就行" after "我叫欧阳静": what to be called, not a new name.
             facts = [f for f in facts if not (f.key == "name" and f.confidence == NICKNAME)]
+        if "goal" not in known and "goal" not in found:
+            # "改成X吧" with no goal to change is about something else (a plan, a setting).
+            facts = [f for f in facts if not (f.key == "goal" and f.confidence == SWITCHED_GOAL)]
         goals = [f for f in facts if f.key == "goal"]
         if "goal" in known or "goal" in found or len(goals) > 1:
             # A bare need next to a goal is a requirement of it ("I need the stylus").

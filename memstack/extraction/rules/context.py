@@ -17,6 +17,7 @@ from typing import Any
 
 from memstack.extraction.base import Fact
 from memstack.extraction.rules.engine import is_junk, is_pointer
+from memstack.extraction.rules.lexicon import ANIMAL_HEADS_ZH, ANIMALS_EN, BREEDS_ZH
 from memstack.extraction.vocabulary import VOCABULARY
 
 # Lists a bare noun phrase can extend; family and pets need a relation or an animal.
@@ -35,6 +36,10 @@ _ELLIPSIS = re.compile(
     r"(?i:too|as well)$"
     r"|^(?i:(?:oh\s+)?(?:and\s+)?also|plus)[,\s]+(?P<v4>[\w-]+(?:\s+[\w-]+){0,2})$"
 )
+_PET = re.compile(
+    rf"^(?:[一两三四几\d]+[只条缸头匹个]|(?i:an?|one|two|three)\s+)?(?:\S{{0,3}}(?:{ANIMAL_HEADS_ZH})"
+    rf"|(?i:{BREEDS_ZH}|{ANIMALS_EN})s?)$"
+)
 _NEGATED = re.compile(r"不|没|别|(?i:no|not|never)\b")
 _DISLIKE_WORDS = re.compile(
     r"受不了|讨厌|烦|难吃|恶心|不喜欢|不爱|反感|(?i:\bhate|\bcan't stand|\bawful|\bterrible|\bgross"
@@ -51,7 +56,8 @@ _CORRECTED = re.compile(
     r"^(?:应该)?是(?P<v>[\u4e00-\u9fff]{1,6}|[A-Za-z][\w'-]*)(?:才对|不是\S+)?$"
     r"|^(?i:it's|its|it is|I meant|meant|that's"
     r"|should be)\s+(?P<v2>[A-Za-z][\w'-]*(?:\s+[A-Z][\w'-]*)?)"
-    r"(?:,?\s+not\s+\S+)?$"
+    # "it's John with an h", "it's Ana with one n": how it is spelt, not part of it.
+    r"(?:,?\s+not\s+\S+)?(?:,?\s+with\s+(?:an?|one|two|double)\s+[a-z]'?s?)?$"
 )
 _TEXT_KEYS = ("name", "city", "occupation", "goal", "diet")
 
@@ -86,8 +92,12 @@ def ellipsis(sentence: str, known: Mapping[str, Any], said: Mapping[str, Fact]) 
     v = _values(m) if m else None
     if not v or is_junk(v) or is_pointer(v) or _NEGATED.match(v):
         return None
-    if _DISLIKE_WORDS.search(sentence):
-        key: str | None = "dislikes"
+    key: str | None = None
+    if _PET.search(v) and ("pets" in known or "pets" in said):
+        # "还有一只仓鼠", "and a gecko too" after pets: one more pet, without its count.
+        key, v = "pets", re.sub(r"^(?:[一两三四几\d]+[只条缸头匹个]|(?i:an?|one)\s+)", "", v)
+    elif _DISLIKE_WORDS.search(sentence):
+        key = "dislikes"
     elif _LIKE_WORDS.search(sentence):
         key = "likes"
     else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from memstack.extraction.rules.engine import NICKNAME, WEAK_GOAL, Rule, cut, rule
+from memstack.extraction.rules.engine import NICKNAME, SWITCHED_GOAL, WEAK_GOAL, Rule, cut, rule
 from memstack.extraction.rules.lexicon import (
     DIETS_EN,
     KIN_EN,
@@ -20,7 +20,8 @@ from memstack.extraction.rules.lexicon import (
 from memstack.extraction.vocabulary import LANGUAGES
 
 _LANG = "|".join(sorted((w for w in LANGUAGES if w.isascii() and len(w) > 3), key=len)[::-1])
-NAME = r"[A-Z][a-z]+(?:[-'][A-Z]?[a-z]+)?"
+# Latin-1 letters too: "Tomás", "Zoë", "Óscar".
+NAME = r"[A-ZÀ-ÖØ-Þ][a-zß-öø-ÿ]+(?:[-'][A-ZÀ-ÖØ-Þ]?[a-zß-öø-ÿ]+)?"
 _PLACE = r"[A-Z][\w'.-]*(?:\s+[A-Z][\w'.-]*){0,2}"
 _PHRASE = r"[A-Za-z][\w-]*(?:\s+[\w-]+){0,3}?"
 _PHRASE_END = r"(?=$|[,.;!?]|\s+(?:at|in|for|and|but|with|since|from|now)\b)"
@@ -35,14 +36,18 @@ _NOT_GOALS = re.compile(
     r"^(?i:help|advice|ideas?|suggestions?|recommendations?|more|to|it|that|this|something"
     r"|anything|someone|somebody|you|info|information|answers?)\b"
     r"|^(?i:time|money|sleep|rest|refunds?|favou?r|hand|hug|vacation|holiday|nap|drink|coffee"
-    r"|break|minute|moment|second|job|space|privacy|quiet)$"
+    r"|break|minute|moment|second|job|space|privacy|quiet|haircut|ride|seat)$"
 )
 _GOAL_STOP = re.compile(
     r"[,.;!?:()\"]|\s(?i:for|under|below|around|within|with|that|which|to|so|because|but|and"
     r"|or|in|on|at|from|by|instead|anymore|please|pls|since|if|when|while|now|today|asap"
     r"|ideally|preferably|max|tops|about|like|less|more|than|this|next|before|after|lol"
-    r"|though|either|too)\b|\s[$€£¥₹\d]"
+    r"|though|either|too|is|are|was|were|will|would|should|can|could|has|have)\b|\s[$€£¥₹\d]"
 )
+
+
+# Money already spent: "I paid $500 for a bike" names no goal.
+_SPENT = re.compile(r"(?i:\b(?:paid|spent|cost|costs|bought|got it|sold|was|were)\b)")
 
 
 def _goal(m: re.Match[str], sentence: str) -> str | None:
@@ -154,8 +159,8 @@ RULES: tuple[Rule, ...] = (
     ),
     rule(
         "do_not_recommend",
-        r"(?i:(?:^|(?<=,\s)|\b(?:so|and|also|plus)\s+)no\s+(?:more\s+)?(?P<v>[a-z][\w'-]*(?:\s+[\w'-]+){0,2}?)"
-        r"\s*,?\s*(?:please|pls|plz|thanks|thank you)\b)",
+        r"(?i:(?:^|(?<=,\s)|\b(?:so|and|also|plus|actually|oh|ok|okay)\s+)no\s+(?:more\s+)?(?P<v>[a-z][\w'-]*(?:\s+[\w'-]+){0,2}?)"
+        r"\s*,?\s*(?:please|pls|plz|thanks|thank you|period|full stop|ever|at all)\b)",
         0.9,
         reject=re.compile(
             r"(?i:^(?:problem|worries|rush|need|thanks|idea|clue|way|pressure|hurry))"
@@ -172,7 +177,8 @@ RULES: tuple[Rule, ...] = (
         "likes",
         r"(?i:\bI\s+(?:really\s+|also\s+|do\s+|just\s+|absolutely\s+|definitely\s+|much\s+|generally\s+"
         r"|usually\s+|would\s+|still\s+)*(?:like|love|prefer|enjoy|adore)\s+(?!to\s+know|it\b|that\b)"
-        r"|\bI'd\s+(?:rather\s+have|prefer)\s+|\bI(?:'m|\s+am)\s+(?:really\s+)?(?:into|a\s+(?:big\s+)?fan\s+of)\s+)",
+        r"|\bI'd\s+(?:rather\s+have|prefer)\s+|\bI(?:'m|\s+am)\s+(?:really\s+|now\s+|mostly\s+|more\s+"
+        r"|much\s+more\s+|way\s+more\s+)*(?:into|a\s+(?:big\s+)?fan\s+of)\s+)",
     ),
     # The bare fragments of a self-introduction: "Ben here, 34, love hiking, hate coriander".
     rule(
@@ -231,7 +237,7 @@ RULES: tuple[Rule, ...] = (
         r"(?i:\b(?:I|we)(?:'ve|\s+have)?\s+(?:(?:just|recently|finally|now|actually|already|still)\s+)*"
         r"(?:live|am living|'m living|are living|'re living|reside|am based|'m based|are based"
         r"|'re based|moved|relocated|got transferred|was transferred|settled)"
-        r"\s+(?:over\s+|back\s+)?(?:in|to|into))"
+        r"\s+(?:over\s+|back\s+|up\s+|down\s+|out\s+)?(?:in|to|into))"
         rf"\s+(?P<v>{_PLACE})",
         0.85,
         statements_only=True,
@@ -240,9 +246,11 @@ RULES: tuple[Rule, ...] = (
     rule(
         "city",
         rf"(?:^|(?<=,\s))(?!(?i:{KIN_EN}|{OTHERS_EN}|he|she|they|it|you)\b)(?i:[a-z]+\s+){{0,2}}?"
-        r"(?i:moved|relocated|got transferred|was transferred|transferred)\s+(?i:over\s+|back\s+)?"
+        r"(?i:moved|relocated|got transferred|was transferred|transferred)"
+        r"\s+(?i:over\s+|back\s+|up\s+|down\s+|out\s+)?"
         rf"(?i:to|into)\s+(?P<v>{_PLACE})"
-        rf"|{CLAUSE_START}(?i:currently\s+|now\s+)?(?i:based|living)\s+in\s+(?P<v2>{_PLACE})"
+        rf"|{CLAUSE_START}(?i:currently\s+|now\s+)?(?i:(?:I've\s+|I\s+have\s+)?been\s+)?"
+        rf"(?i:based|living)\s+in\s+(?P<v2>{_PLACE})"
         rf"|(?i:\b(?:{OCCUPATION_EN})s?)\s+(?:based\s+)?in\s+(?P<v3>{_PLACE})"
         rf"|(?i:\b(?:but|and)\s+(?:now\s+)?(?:live|living|based)\s+in)\s+(?P<v4>{_PLACE})",
         0.8,
@@ -273,6 +281,9 @@ RULES: tuple[Rule, ...] = (
         r"|only|instead)\b"
         rf"|\b(?:switch|change|go)\s+(?:back\s+)?to\s+(?P<v3>{_LANG})\b"
         rf"|\buse\s+(?P<v4>{_LANG})\s+(?:please|pls|from now on|only|instead)\b"
+        rf"|{CLAUSE_START}(?:(?:ok|okay|ugh|hmm|never mind|nvm|let's|let's go|can we go"
+        r"|please)[,\s]+)*"
+        rf"back\s+to\s+(?P<v7>{_LANG})\b(?!\s+(?:class|lessons?|course|homework|school|book))"
         r"|(?<!\bI\s)(?<!\bcan\s)(?<!\bwe\s)\b(?:speak|talk|write|reply|answer|respond|chat)(?:\s+to\s+me)?"
         rf"\s+(?P<v6>{_LANG})(?=\s+(?:with|to)\s+me\b|\s+from now on\b|\s+please\b|\s*[?.!]|\s*$))"
         rf"|{CLAUSE_START}(?i:(?:actually|ok|okay|nvm|nah|no|oh|hmm|wait)[,\s]+)*(?P<v5>(?i:{_LANG}))\s+(?i:(?:is|'s)\s+"
@@ -287,12 +298,24 @@ RULES: tuple[Rule, ...] = (
         r"|'d\s+(?:like|love)"
         r"|(?:'m|\s+am)\s+(?:going|hoping|planning|trying))\s+to\s+(?:buy|get|purchase|find|order|rent|book)\s+"
         r"|\bI(?:'d|\s+would)\s+rather\s+(?:get|buy|have|go\s+with)\s+|\bI(?:'m|\s+am)\s+after\s+(?=an?\s)"
+        # Chat drops the "I'm": "Trying to find a chef's knife", "hoping to get a tent".
+        rf"|(?:^|(?<=[,.]\s)){_ADVERB}(?:trying|hoping|planning|looking|wanting)\s+to\s+"
+        r"(?:buy|get|purchase|find|order|rent|book)\s+(?=(?:an?|some|new)\s)"
         r"|\bthinking\s+(?:of|about)\s+(?:buying|getting)\s+|\bin the market for\s+"
-        r"|\bbud(?:get|eget|egt)\b[^.;]{0,40}?\bfor\s+(?=(?:an?|the|my|our)\s)"
+        r"|\bbud(?:get|eget|egt|gt|gte)\b(?:[^.;]|\.(?=\d)){0,40}?\bfor\s+(?=(?:an?|the|my|our)\s)"
         r"|\bspend\b[^.;]{0,30}?\bon\s+(?=(?:an?|some|new)\s))",
         0.8,
         statements_only=True,
         value=_goal,
+    ),
+    # A sum set aside for a thing: "let's say 300 euros for a grinder", "$80 max for a lamp".
+    rule(
+        "goal",
+        r"(?i:(?:[$€£¥₹]\s?\d[\d,.]*k?|\b\d[\d,.]*k?\s*(?:euros?|dollars|bucks|pounds|quid|yen"
+        r"|rupees))(?:\s+(?:max|tops|or so|ish))?\s+for\s+(?=(?:an?|the|my|our)\s))",
+        0.8,
+        statements_only=True,
+        value=lambda m, s: None if _SPENT.search(s) else _goal(m, s),
     ),
     # "I need X" names a goal only when none is set: next to one, it is a requirement.
     rule(
@@ -311,9 +334,35 @@ RULES: tuple[Rule, ...] = (
         r"(?i:\b(?:planning|thinking about|considering|booking|going on|taking)\s+(?:a|an|my"
         r"|our)\s+(?:\w+\s+)?"
         r"(?:trip|vacation|holiday|visit|getaway|honeymoon)"
-        rf"\s+to\s+)(?P<v>{_PLACE})",
+        rf"\s+to\s+)(?P<v>{_PLACE})"
+        # "planning a week in Lisbon", "booking three nights in Kyoto"
+        r"|(?i:\b(?:planning|booking|spending|thinking about|considering)\s+(?:a|an|one|two|three"
+        r"|four|five|\d+|a\s+few|a\s+couple(?:\s+of)?)\s+(?:days?|nights?|weeks?|weekends?"
+        rf"|months?)\s+in\s+)(?P<v2>{_PLACE})",
         0.8,
-        value=_place,
+        statements_only=True,
+        value=lambda m, s: _proper(m.group("v") or m.group("v2")),
+    ),
+    # Subjectless "looking at e-bikes": weak, as a bare need is.
+    rule(
+        "goal",
+        rf"(?:^|(?<=,\s)){_ADVERB}(?i:(?:I'm\s+|I\s+am\s+)?look(?:ing|in'?)\s+at\s+)"
+        r"(?!(?:it|this|that|these|those|your|my|our|his|her|their"
+        r"|the\s+(?:screen|map|list|options?|reviews?|link))\b)",
+        WEAK_GOAL,
+        statements_only=True,
+        value=_goal,
+    ),
+    # A switch of goal: "thinking Greece instead", "going with a Kindle instead"; kept only
+    # when a goal is known.
+    rule(
+        "goal",
+        r"(?i:\b(?:thinking|going\s+with|go\s+with|let's\s+do|doing|getting|get|buying|buy"
+        r"|switching\s+to|switch\s+to)\s+)(?:(?:an?|the|some)\s+)?"
+        r"(?P<v>(?!(?:it|that|this|one|them)\b)[A-Za-z][\w'-]*(?:\s+[\w'-]+){0,2}?)"
+        r"\s+instead\b",
+        SWITCHED_GOAL,
+        statements_only=True,
     ),
 )
 

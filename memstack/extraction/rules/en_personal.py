@@ -35,7 +35,8 @@ def _enumerated(m: re.Match[str], sentence: str, thing: str) -> list[str]:
     """The item ``m`` names and the ones listed after it: "a son and a daughter"."""
     items = [_item(m.group(thing), m.groupdict().get("n"), m.groupdict().get("name"))]
     more = re.compile(
-        rf"(?:\s*,\s*|\s+)(?i:and\s+)?(?P<n>(?i:a|an|one|two|three|\d))\s+(?P<{thing}>"
+        rf"(?:\s*,\s*|\s+)(?i:and\s+)?(?i:(?:our|my)\s+)?(?P<n>(?i:a|an|one|two|three|\d))"
+        rf"\s+(?P<{thing}>"
         + (_KIDS if thing == "rel" else _ANIMAL)
         + rf")\b(?:,?\s+(?i:named|called)\s+(?P<name>{NAME}))?"
     )
@@ -95,7 +96,7 @@ RULES: tuple[Rule, ...] = (
         rf"|\bI\s+(?:eat|cook|keep|went|go|follow)\s+(?:(?:only|strictly|a)\s+)?)(?P<v>(?i:{DIETS_EN}))\b"
         r"(?!\s+(?i:food|restaurants?|options?|recipes?|places?|friends?|dishes?|meals?))"
         rf"|(?i:\bI(?:'m|\s+am)\s+on\s+(?:a|the)\s+)(?P<v2>[\w-]+(?:\s+[\w-]+)?)\s+diet\b"
-        rf"|^(?P<v3>(?i:{DIETS_EN}))(?:\s+(?i:btw|too|here|myself))?[.!]*$",
+        rf"|^(?P<v3>(?i:{DIETS_EN}))(?:\s+(?i:btw|too|here|myself|diet|only))?[.!]*$",
         0.9,
         statements_only=True,
     ),
@@ -137,7 +138,7 @@ RULES: tuple[Rule, ...] = (
         "birthday",
         r"(?i:\bmy\s+(?:birthday|bday|b-day|birth\s*date|date of birth)(?:'s|\s+is|\s+falls)?"
         r"(?:\s+coming\s+up)?\s+(?:on\s+)?(?:the\s+)?|\bI\s+was\s+born\s+(?:on\s+)?(?:the\s+)?"
-        r"|(?:^|(?<=,\s))born\s+on\s+(?:the\s+)?)"
+        r"|(?:^|(?<=,\s))born\s+(?:on\s+)?(?:the\s+)?)"
         rf"(?P<v>{_DATE})",
         0.9,
         statements_only=True,

@@ -57,7 +57,9 @@ class Scope:
 _STOP_WORDS = frozenset(
     "i i'm i'd my me you we they it it's he she but so because since please and then also "
     "however though although if which that this do don't dont not no never stop the especially "
-    "particularly mainly mostly like except such love hate enjoy prefer allergic".split()
+    "particularly mainly mostly like except such love hate enjoy prefer allergic "
+    # Degree words open a judgement ("cruises, way too crowded"), not another item.
+    "way too very really pretty kinda quite super overly far much totally".split()
 )
 _VERBISH = re.compile(
     r"(?i:\b(?:is|are|was|were|be|been|am|has|have|had|do|does|did|can|could|will|would"
@@ -83,6 +85,9 @@ WEAK_GOAL = 0.7
 # Confidence of a name given as what to be called ("叫我小静就行", "call me Bob"): it
 # names the user only while no full name is known.
 NICKNAME = 0.9
+# Confidence of a goal read from a switch ("改成X吧", "X instead"): a switch names a goal
+# only when there is one to switch from.
+SWITCHED_GOAL = 0.75
 MAX_VALUE_CHARS = 60
 _MAX_VALUE_WINDOW = 4 * MAX_VALUE_CHARS
 
@@ -152,12 +157,58 @@ def _infinitive(value: str) -> str | None:
     return m["verb"] if m and m["verb"].casefold() not in _FUNCTION_VERBS else None
 
 
+# A vague tail that stands for "and similar things": "Lego and stuff like that" likes Lego.
+_VAGUE_TAIL = re.compile(
+    r"(?i:(?:\s*,?\s*(?:and|or)\s+|^)(?:stuff|things|everything|anything|something|whatnot)"
+    r"(?:\s+(?:like\s+(?:that|this|it)|of\s+(?:that|the)\s+(?:sort|kind)))?"
+    r"|\s*,?\s*(?:etc\.?|and so on|and the like|or whatever|or so))$"
+)
+# A list item is a thing; a degree word opens a judgement about one, not a thing:
+# "I don't like cruises, way too crowded", "不喜欢那家，太吵了".
+_JUDGEMENT = re.compile(
+    r"^(?i:(?:(?:way|far|much|a\s+bit|a\s+little|kinda|kind\s+of|pretty|really|just)\s+)?"
+    r"(?:too|so|very|overly|super|quite)\s+[a-z-]+$)"
+    r"|^(?:太|有点|有些|非常|特别|挺|很)[\u4e00-\u9fff]{1,3}了$|^(?:有点|有些)[\u4e00-\u9fff]{1,3}$"
+)
+# "我喜欢的那款…": 的 after the verb makes a relative clause, so nothing after it is liked.
+_RELATIVE = re.compile(r"^的")
+_LIST_KEYS = frozenset({"likes", "dislikes", "focus", "do_not_recommend", "allergies"})
+
+
+# Characters that do not occur in Chinese given names but do in the phrases a loose
+# "我叫…" can catch ("叫不出这个牌子", "我叫的外卖").
+_NOT_IN_ZH_NAME = re.compile(r"[不没这那个的了吗呢吧么啥些]")
+# Words that can follow "call me" / "my name is" without being a name.
+_NOT_A_NAME = frozenset(
+    "whatever anything anyone anybody nobody someone somebody everyone everybody whoever "
+    "whichever nothing something dude bro buddy pal mate boss sir madam maam anytime later "
+    "back crazy old young lazy dr mr mrs ms miss prof".split()
+)
+
+
+def _looks_like_name(v: str) -> bool:
+    """A person's name: a few CJK characters without function words, or words of letters
+    none of which is a pronoun or filler."""
+    if has_cjk(v):
+        return len(v) <= 4 and not _NOT_IN_ZH_NAME.search(v)
+    words = v.split()
+    return bool(words) and not any(w.casefold().strip(".'") in _NOT_A_NAME for w in words)
+
+
 def _tidy(value: str, key: str) -> str | None:
+    if _RELATIVE.match(value.strip()):
+        return None
     # "华为的", "Nikon的": a trailing 的 only marks the noun the user left out.
     v = re.sub(r"(?<=[\u4e00-\u9fffA-Za-z0-9])的+$", "", value.strip())
     # Quote marks around a word the user stressed ("I don't like 'smart' TVs").
     v = re.sub(r"[\"“”「」『』‘’]|(?<![A-Za-z])'|'(?![A-Za-z])", "", v).strip()
-    if is_junk(v) or (key in POINTABLE and is_pointer(v)):
+    if key in _LIST_KEYS:
+        v = _VAGUE_TAIL.sub("", v).strip()
+        if _JUDGEMENT.search(v):
+            return None
+    if is_junk(v) or (key in POINTABLE | {"name"} and is_pointer(v)):
+        return None
+    if key == "name" and not _looks_like_name(v):
         return None
     return _infinitive(v) or v
 

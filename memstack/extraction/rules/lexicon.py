@@ -85,7 +85,8 @@ OCCUPATION_EN = alternation(
     "sergeant marine sailor midwife optometrist physiotherapist physio chiropractor dietitian "
     "nutritionist radiologist psychiatrist principal postdoc academic hairdresser stylist "
     "barber butcher baker tailor florist gardener landscaper courier postman miner fisherman "
-    "streamer youtuber influencer blogger"
+    "streamer youtuber influencer blogger hygienist sommelier pianist violinist animator "
+    "illustrator copywriter optician"
 )
 
 # --- animals ----------------------------------------------------------------------------------
@@ -99,7 +100,10 @@ ANIMALS_EN = alternation(
     "rottweiler shiba samoyed greyhound whippet tabby ragdoll sphynx shorthair"
 )
 # "guinea pig" and "maine coon" are two words; the regexes spell them with a space.
-ANIMALS_EN = ANIMALS_EN.replace("guinea-pig", r"guinea\s+pigs?") + r"|maine\s+coon"
+ANIMALS_EN = (
+    ANIMALS_EN.replace("guinea-pig", r"guinea\s+pigs?")
+    + r"|maine\s+coon|bearded\s+dragons?|axolotls?|canar(?:y|ies)|cockatoos?|tarantulas?"
+)
 # The head of a Chinese animal word (布偶猫, 狗狗), or a breed named without one (柯基).
 ANIMAL_HEADS_ZH = alternation(
     "猫咪 猫 狗狗 狗 犬 兔子 兔 仓鼠 鼠 鹦鹉 鸟 鱼 龟 蛇 蜥蜴 刺猬 龙猫 豚鼠 荷兰猪 马"

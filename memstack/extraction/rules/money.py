@@ -69,11 +69,24 @@ _ASKS_ABOUT_AMOUNT = re.compile(
     r"|\bworth\b|\btoo (?:much|little|low|high)\b|\bshould I\b|\bdo you think\b)"
 )
 _UNKNOWN_CODE = re.compile(r"\s*[A-Z]{3}\b")
+_SHARED_UNIT = re.compile(
+    r"\s*(?:到|至|-|–|~|～|(?i:to|and))\s*\d+(?:\.\d+)?\s*(?P<unit>[kKw千万]|(?i:thousand|grand))"
+    r"(?![A-Za-z\d])"
+)
+# A change of a known budget needs no turn word when the user tells it to change: "bump it
+# to 750", "往上调到六千". Only at the head of a clause: "the price dropped to 800" and
+# "价格降到三千了" report a price, not a new limit.
+_CHANGE_TO = re.compile(
+    r"^\s*(?:那|就|再|我|预算|要不|还是|可以)*(?:往上|往下)?(?:调|提|提高|涨|降|降低|改|加|放宽|压|减|砍)到"
+    r"|^\W*(?i:(?:ok|okay|hmm|so|let's|can you|could you|please|I'll|I will|I'd|I'm gonna)\s+)*"
+    r"(?i:bump|rais|increas|lower|push|cut|reduc|chang|mov|bring)\w*"
+    r"(?i:\s+(?:it|that|this|the\s+budget|my\s+budget|the\s+limit))?(?i:\s+(?:up|down))?\s+to\b"
+)
 _YEAR_BEFORE = re.compile(r"(?i:\b(?:in|since|from|by|until|before|after|of)\s+|[在于从到]\s*)$")
 _BUDGET_CUE = re.compile(
     r"预算|价位|以内|之内|以下|不超过|上限|最多|顶多|最高|可以到|能到"
     r"|接受|控制在|左右|出头|加到|放宽到|预留|封顶|就行|就够|就好|定在|只有|只剩"
-    r"|(?i:\bbud(?:get|eget|egt|jet)|\bafford|\bspend"
+    r"|(?i:\bbud(?:get|eget|egt|jet|gt|gte)|\bafford|\bspend"
     r"|(?<!went )(?<!goes )(?<!gone )(?<!rose )\bup to\b|\bat most\b|\bmax(?:imum)?\b"
     r"|\bno more than\b|\bnot more than\b|\bunder\b|\bbelow\b|\bwithin\b|\bless than\b"
     r"|\bprice (?:range|limit|cap)"
@@ -82,7 +95,7 @@ _BUDGET_CUE = re.compile(
     r"|\bonly (?:have|got)\b)"
 )
 _PAST_SPEND = re.compile(r"花了|付了|买了|用了|花掉|(?i:\bspent\b|\bpaid\b|\bcost me\b|\bbought\b)")
-_BUDGET_WORD = re.compile(r"预算|(?i:\bbud(?:get|eget|egt|jet))")
+_BUDGET_WORD = re.compile(r"预算|(?i:\bbud(?:get|eget|egt|jet|gt|gte))")
 # Someone else's budget: "my sister's budget", "他的预算", "我朋友预算".
 _OTHERS_BUDGET = re.compile(
     rf"(?<![给为帮替送]我)(?<![给为帮替送])(?:他|她|他们|她们|{KIN_ZH}|{OTHERS_ZH})的?预算"
@@ -147,6 +160,14 @@ def _amounts(clause: str) -> list[_Amount]:
             continue
         if not marker and _UNKNOWN_CODE.match(clause, m.end()):
             continue  # "2000 NOK" in a currency we cannot name: better no budget than USD
+        shared = _SHARED_UNIT.match(clause, m.end())
+        if shared and "and" in shared.group().casefold():
+            # "3 and 5k" is a range only as "between 3 and 5k".
+            shared = shared if re.search(r"(?i:\bbetween\s+)$", clause[: m.start()]) else None
+        if shared and not marker and not magnitude:
+            # "between 8 and 12k", "8到12万": the unit of the upper bound is the lower's too.
+            value *= parse_number("1" + shared.group("unit")) or 1
+            magnitude = True
         if not marker and not magnitude and (has_cjk(num) or value < 20):
             continue  # 一下, 两个, "up to 8": numerals that are not sums
         year = re.fullmatch(r"\d{4}", num) and 1900 <= value <= 2100
@@ -254,6 +275,9 @@ def budget_fact(
             _DISMISSED_AFTER.search(clause) or _INCREMENT_BEFORE.search(_before_amounts(clause))
         ):
             # "2000 is too low, let's say 2500": dismissing the old sum opens the change.
+            turn_at = offset if turn_at is None else turn_at
+            discussed = True
+        if ctx.known is not None and _CHANGE_TO.search(clause):
             turn_at = offset if turn_at is None else turn_at
             discussed = True
         turn = turn_at is not None and turn_at < offset + len(clause)

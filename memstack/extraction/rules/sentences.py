@@ -99,7 +99,15 @@ def tidy_chat(text: str) -> str:
     text = re.sub(r"(?<=[A-Za-z])[’‘](?=[A-Za-z])", "'", text)
     # A dash between words of a Latin sentence separates clauses as a comma does.
     text = re.sub(r"(?<=[A-Za-z0-9])\s+[—–-]{1,2}\s+(?=[A-Za-z])", ", ", text)
+    # An emoji between words of a Latin sentence ends a clause: "Rahul here 👋 data analyst".
+    text = _EMOJI_GAP.sub(", ", text)
     return _CHAT_WORD.sub(lambda m: _CHAT_SPELLINGS[m.group().casefold()], text)
+
+
+_EMOJI_GAP = re.compile(
+    r"(?<=[A-Za-z0-9])\s*[\U0001F300-\U0001FAFF\u2600-\u27BF]+(?:\s*[\U0001F300-\U0001FAFF"
+    r"\u2600-\u27BF\uFE0F])*\s+(?=[A-Za-z])"
+)
 
 
 # --- words that are not the user's -----------------------------------------------------------

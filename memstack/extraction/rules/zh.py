@@ -13,7 +13,7 @@ import threading
 from functools import lru_cache
 from typing import Any
 
-from memstack.extraction.rules.engine import NICKNAME, WEAK_GOAL, Rule, cut, rule
+from memstack.extraction.rules.engine import NICKNAME, SWITCHED_GOAL, WEAK_GOAL, Rule, cut, rule
 from memstack.extraction.rules.lexicon import (
     OCCUPATION_ZH,
 )
@@ -31,7 +31,7 @@ _JOB_END = r"(?=$|[\s，,。.!！?？;；、~～]|今年|住在|住|来自|在|�
 # The user as subject, alone or with others ("我和老婆都喜欢日料").
 ME = r"(?:我们?|我(?:和|跟)[^，,。我]{1,5}?(?=都|也|一起))"
 _LANG = "|".join(sorted((w for w in LANGUAGES if re.search(r"[\u4e00-\u9fff]", w)), key=len)[::-1])
-_CLASSIFIER = r"(?:一|两|几)?[台部个款辆套双件只张把条块副本]?"
+_CLASSIFIER = r"(?:一|两|几)?(?:些|[台部个款辆套双件只张把条块副本])?"
 _LEAD = re.compile(r"^(?:其实|不过|还有|另外|那么|就是|然后|而且|对了|哦|嗯|还|也|但是?|可是)+")
 
 # --- jieba, loaded on first use: the CLI must start fast -------------------------------------
@@ -123,13 +123,45 @@ def _goal(m: re.Match[str], sentence: str) -> str | None:
         r"^[\d.一二两三四五六七八九十百千万kKw]+(?:块|元)?(?:左右|以内|以下)?的", "", rest
     )
     rest = re.sub(r"^一?下", "", rest)  # "帮我推荐一下": no object yet
-    v = re.split(
-        r"[\s，,。.!！?？;；、~～]|给|送|用|放|穿|带|我|你|预算|左右|以内|以下|的话|吧|了|呢|啊|呀|来|去"
-        r"|比较|最好|要|想|可以|能|推荐|怎么|什么|哪|有没有|之类|预计|大概|差不多|玩",
-        rest,
-        maxsplit=1,
-    )[0]
+    v = rest[: _goal_end(rest)]
     return v if 2 <= len(v) <= 10 or re.fullmatch(r"[A-Za-z]\w*", v) else None
+
+
+_GOAL_STOP_ZH = re.compile(
+    r"[\s，,。.!！?？;；、~～]|给|送|用|放|穿|带|我|你|预算|左右|以内|以下|的话|吧|了|呢|啊|呀|来|去"
+    r"|比较|最好|要|想|可以|能|推荐|怎么|什么|哪|有没有|之类|预计|大概|差不多|玩"
+)
+
+
+def _goal_end(rest: str) -> int:
+    """Where the goal in ``rest`` ends: at the first stop word. A stop character inside a
+    noun ("智能花盆", "婴儿用品", "未来") does not end it; inside a verb ("包送") it does."""
+    window = rest[:24]
+    inside: set[int] = set()
+    pos = 0
+    for word, flag in tags(window):
+        if flag[:1] in ("n", "t"):
+            inside.update(range(pos + 1, pos + len(word)))
+        pos += len(word)
+    for m in _GOAL_STOP_ZH.finditer(window):
+        if m.start() not in inside:
+            return m.start()
+    return len(window)
+
+
+# What a chat verb can take that is not shopping: "换个思路", "改成五千", "换成英文".
+_NOT_GOODS = re.compile(
+    r"^(?:思路|话题|方式|方法|说法|角度|问题|时间|地方|工作|心情|口味|位置|题|个|教训|经验|心态|环境"
+    r"|发型|名字|号|姿势|活法)"
+    rf"|^[\d.一二两三四五六七八九十百千万kKw]+(?:块|元)?$|^(?:{_LANG})$|预算"
+)
+
+
+def _trip(m: re.Match[str], sentence: str) -> str | None:
+    """A place the user is going to, read only from a sentence not about the past."""
+    if re.search(r"去年|上次|之前|以前|那次|小时候", sentence):
+        return None
+    return place(m.group("p"), strict=True)
 
 
 def _travel(m: re.Match[str], sentence: str) -> str | None:
@@ -295,11 +327,28 @@ RULES: tuple[Rule, ...] = (
     ),
     rule(
         "city",
-        r"(?:我|^|(?<=[，,\s]))(?:现在|目前)?在(?=\S{2,6}?(?:工作|上班|生活|读书|上学|做|当))",
+        r"(?:我|^|(?<=[，,\s]))(?:不过|但是?|可是|其实)?(?:现在|目前|一直)?在(?=\S{2,6}?(?:工作|上班|生活|读书|上学|读研|读博"
+        r"|留学|念书|实习|做|当|定居|安家|落户))",
         0.8,
         statements_only=True,
         value=_place_after(strict=True),
         claims=False,
+    ),
+    # "广州的一名会计" opening a clause of a self-introduction: the city, then the job.
+    rule(
+        "city",
+        r"(?:^|(?<=[，,]))(?=\S{2,4}的一[名位])",
+        0.8,
+        statements_only=True,
+        value=_place_after(strict=True),
+        claims=False,
+    ),
+    rule(
+        "occupation",
+        rf"(?:^|(?<=[，,]))\S{{2,4}}的一[名位](?P<v>{CJK}{{0,6}}?(?:{OCCUPATION_ZH})){_JOB_END}",
+        0.8,
+        statements_only=True,
+        reject=_NOT_JOBS,
     ),
     rule(
         "occupation",
@@ -326,7 +375,7 @@ RULES: tuple[Rule, ...] = (
         "language",
         rf"(?:用|使用|以|说)(?P<v>{_LANG})(?:来|跟我|和我|给我)?(?:回答|回复|交流|沟通|说|写|聊|对话|回)"
         rf"|(?:换成|改成|改用|切换到|切换成|换回|改回|切回)(?P<v2>{_LANG})"
-        rf"|{_CLAUSE_START}(?:用|说)?(?P<v3>{_LANG})(?:就行|就好|就可以|吧)"
+        rf"|{_CLAUSE_START}(?:那|就|那就)?(?:还是)?(?:用|说)?(?P<v3>{_LANG})(?:就行|就好|就可以|吧)"
         rf"|{_CLAUSE_START}(?:请|麻烦你?|以后|之后)?(?:都)?(?:说|讲|用)(?P<v4>{_LANG})"
         r"(?=$|[，,。！!吧啊哦呀]|回|来|交流|沟通|聊)"
         rf"|(?:回复|回答|回)(?:我)?(?:请)?(?:都)?(?:用|说)(?P<v5>{_LANG})",
@@ -365,9 +414,39 @@ RULES: tuple[Rule, ...] = (
     ),
     rule(
         "goal",
-        r"(?:计划|打算|准备|想)(?:[^，,。去]{0,6}?)去(?P<p>[^，,。]{2,8}?)(?:旅游|旅行|玩|度假|自驾|看看)",
+        r"(?:计划|打算|准备|想)(?:[^，,。去]{0,6}?)去(?P<p>[^，,。]{2,8}?)(?:旅游|旅行|玩|度假|度蜜月|自驾|看看)",
         0.8,
         value=_travel,
+        claims=False,  # "打算和老婆去三亚": the company is the family rule's
+    ),
+    # Chat drops the "我想": "换台洗衣机", "入手个相机". A classifier after the verb keeps
+    # "换个思路" out only together with the reject list.
+    rule(
+        "goal",
+        rf"(?:^|(?<=[，,\s]))(?:先|再|准备)?(?:在[^，,。]{{1,6}}?)?(?:换|买|入手|添|挑|整)"
+        rf"(?=一?[台部个辆套双件只张把条块副款]){_CLASSIFIER}",
+        0.8,
+        statements_only=True,
+        value=_goal,
+        reject=_NOT_GOODS,
+    ),
+    # A trip without a plan word: "去泰国玩七天", "下个月去云南旅游" (not "去年去…玩过").
+    rule(
+        "goal",
+        r"(?:^|(?<=[，,\s]))(?:下个?月|下周|今年|明年|暑假|寒假|国庆|五一|春节|过年)?"
+        r"去(?P<p>[^，,。]{2,6}?)(?:旅游|旅行|玩|度假|度蜜月|自驾)(?![了过的])",
+        0.8,
+        statements_only=True,
+        value=_trip,
+    ),
+    # A switch of goal: "改成冲牙器吧", "还是买扫地机吧"; kept only when a goal is known.
+    rule(
+        "goal",
+        r"(?:^|(?<=[，,\s]))(?:那|那就|算了)?(?:改成|换成|改买|还是买|改为)",
+        SWITCHED_GOAL,
+        statements_only=True,
+        value=_goal,
+        reject=_NOT_GOODS,
     ),
 )
 

@@ -47,7 +47,8 @@ def _family_with(m: re.Match[str], sentence: str) -> list[str]:
 
 
 def _count_family(m: re.Match[str], sentence: str) -> str:
-    n, rel = m.group("n") or m.group("n2") or "", m.group("rel") or m.group("rel2")
+    n = m.group("n") or m.group("n2") or m.group("n3") or ""
+    rel = m.group("rel") or m.group("rel2") or m.group("rel3")
     return rel if n in ("一个", "一", "个", "") else f"{n}{rel}"
 
 
@@ -93,6 +94,15 @@ RULES: tuple[Rule, ...] = (
         r"|最近|这几年|长期|主要)*"
         rf"(?P<v>{DIET_WORDS_ZH})(?!菜|的人|餐厅|馆)(?:主义者|者|主义|饮食)?",
         0.9,
+        statements_only=True,
+        value=_diet,
+    ),
+    # A subjectless clause of a self-description: "…，素食主义者，…", "只吃清真的".
+    rule(
+        "diet",
+        rf"(?:^|(?<=[，,。！!]))(?:平时|一直|只|都|基本)*(?P<v>{DIET_WORDS_ZH})(?:主义者|者)?"
+        r"(?=$|[，,。！!]|的(?:$|[，,。！!]))",
+        0.85,
         statements_only=True,
         value=_diet,
     ),
@@ -142,7 +152,9 @@ RULES: tuple[Rule, ...] = (
     ),
     rule(
         "family",
-        rf"(?:我|我们)[^，,。]{{0,10}}?(?:和|跟|带着|带|陪着|陪|同)(?:我的?)?(?:{KIN_ZH})",
+        # A plan opening a clause has the user as its subject: "打算和老婆去海边".
+        rf"(?:我|我们|(?:^|(?<=[，,。]))(?:打算|准备|计划|想|要))[^，,。]{{0,10}}?"
+        rf"(?:和|跟|带着|带|陪着|陪|同)(?:我的?)?(?:{KIN_ZH})",
         0.85,
         value=_family_with,
         any_subject=True,
@@ -156,7 +168,9 @@ RULES: tuple[Rule, ...] = (
     ),
     rule(
         "family",
-        r"我(?:有|家有)(?P<n>一个|一|两个|俩|三个|两|三|个)?(?P<rel>孩子|儿子|女儿|哥哥|姐姐|弟弟|妹妹|娃)"
+        # 我们 only with a son or daughter: "我们有两个孩子" may be a class or a team.
+        r"我们(?:也|还)?有(?P<n3>一个|一|两个|俩|三个|两|三|个)?(?P<rel3>儿子|女儿|闺女)"
+        r"|(?:我|我家)(?:也|还)?(?:有|家有)(?P<n>一个|一|两个|俩|三个|两|三|个)?(?P<rel>孩子|儿子|女儿|哥哥|姐姐|弟弟|妹妹|娃)"
         r"|我是(?P<n2>一个|两个|三个|俩)(?P<rel2>孩子|儿子|女儿)的(?:妈妈|爸爸|妈|爸|母亲|父亲)",
         0.85,
         value=_count_family,
