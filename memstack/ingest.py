@@ -15,7 +15,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -38,6 +38,8 @@ from memstack.vectorstores.base import MetaValue, VectorHit, VectorRecord, Vecto
 from memstack.working_memory import ROLES, validate_name
 
 log = logging.getLogger("memstack.ingest")
+# Facts said at a message's own moment are its own (a redelivery), not what it knew.
+_JUST_BEFORE = timedelta(microseconds=1)
 
 
 def message_from_job(job: Job) -> LedgerMessage:
@@ -263,10 +265,17 @@ class Ingestor:
         at once (the LLM: one request per user, not one per message)."""
         said = [m for m in messages if m.role == "user"]
         known_by_user: dict[str, dict[str, Any]] = {}
+        # The newest moment a known fact was said, per user: a message older than it
+        # arrived late (a redelivery after a crash) and must be read as it would have
+        # been in order, with what was known when it was said, or the same conversation
+        # would give other facts depending on what happened to the workers.
+        newest: dict[str, datetime] = {}
         for user_id in dict.fromkeys(m.user_id for m in said):
             async with self.sessions() as s:
                 current = await fact_store.current_facts(s, user_id)
             known_by_user[user_id] = {f.key: f.value for f in current}
+            if current:
+                newest[user_id] = max(f.valid_from for f in current)
         batch = await prepare_batch(
             self.extractor,
             [BatchMessage(m.user_id, m.content, m.role) for m in said],
@@ -275,7 +284,10 @@ class Ingestor:
         inferred: list[VectorRecord] = []
         for i, m in enumerate(said):
             known = known_by_user[m.user_id]
-            facts: list[Fact] = await batch.extract(i, known=known)
+            late = m.user_id in newest and m.created_at <= newest[m.user_id]
+            facts: list[Fact] = await batch.extract(
+                i, known=await self._known_before(m) if late else known
+            )
             for fact in facts:
                 if fact.source == "inferred":
                     # A withdrawal nobody stated ends nothing, and has no value to search.
@@ -296,10 +308,17 @@ class Ingestor:
                 report.facts[outcome.value] = report.facts.get(outcome.value, 0) + 1
                 if outcome in (fact_store.Outcome.INSERTED, fact_store.Outcome.SUPERSEDED):
                     known[fact.key] = fact.value
+                    newest[m.user_id] = max(m.created_at, newest.get(m.user_id, m.created_at))
                 elif outcome is fact_store.Outcome.RETRACTED:
                     # The batch's later messages must not read the withdrawn value as known.
                     known.pop(fact.key, None)
         return inferred
+
+    async def _known_before(self, m: LedgerMessage) -> dict[str, Any]:
+        """The user's facts as they stood just before ``m`` was said."""
+        async with self.sessions() as s:
+            before = await fact_store.facts_as_of(s, m.user_id, m.created_at - _JUST_BEFORE)
+        return {f.key: f.value for f in before}
 
     def _inferred_record(self, m: LedgerMessage, fact: Fact) -> VectorRecord | None:
         # Inferred facts are only a hint (seed §3.2): searchable, never in the fact table.

@@ -191,6 +191,22 @@ async def test_late_older_message_does_not_override(mem: AsyncMemory) -> None:
     assert len(await mem.fact_history(u, "budget_limit")) == 2
 
 
+async def test_a_late_message_is_read_with_what_was_known_when_it_was_said(
+    mem: AsyncMemory,
+) -> None:
+    """A bare amount takes the currency of the budget known when it was said, not of
+    one stated after it that happened to be ingested first."""
+    u, s = new_id("u"), new_id("s")
+    for minute, text in ((0, "My budget is 600 pounds."), (3, "My budget is 900 euros.")):
+        await mem.remember(u, s, "user", text, ts=T0 + timedelta(minutes=minute))
+        await mem.drain()
+    await mem.remember(u, s, "user", "Actually make it 700.", ts=T0 + timedelta(minutes=2))
+    await mem.drain()
+    history = [f.value for f in await mem.fact_history(u, "budget_limit")]
+    assert {"amount": 700, "currency": "GBP"} in history
+    assert [f.value for f in await mem.facts(u)] == [{"amount": 900, "currency": "EUR"}]
+
+
 async def test_a_session_id_reused_by_another_user_after_redis_forgot_it_is_theirs(
     any_settings: Settings,
 ) -> None:

@@ -85,6 +85,8 @@ class Workload:
         return sum(len(s) for s in self.sessions)
 
 
+# The fact keys the workload's user turns state.
+STATED_KEYS = frozenset({"budget_limit", "city"})
 # One planned message before it has a time: role, content, the fact it states.
 Planned = tuple[str, str, str | None]
 
