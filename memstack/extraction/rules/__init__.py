@@ -49,6 +49,7 @@ from memstack.extraction.rules.sentences import (
     tidy_chat,
     turn_at,
 )
+from memstack.extraction.rules.stale import stale_facts
 from memstack.extraction.vocabulary import (
     VOCABULARY,
     default_currency,
@@ -92,6 +93,7 @@ class RulesExtractor:
         found: dict[str, Fact] = {}
         additive: set[str] = set()
         carried_turn = False
+        statements: list[str] = []
         for whole in split_sentences(mask_others(tidy_chat(text))):
             imagined = hypothetical_span(whole)
             sentence = whole
@@ -102,6 +104,7 @@ class RulesExtractor:
                 continue
             turn = 0 if carried_turn else turn_at(sentence)
             asks = question_at(sentence)
+            statements.append(sentence if asks is None else sentence[:asks])
             facts, adds = self._sentence_facts(sentence, turn, asks, known_n, found)
             budget = budget_fact(
                 sentence, turn_at=turn, ctx=money, short_message=short_message, question_at=asks
@@ -116,6 +119,8 @@ class RulesExtractor:
                 if adds:
                     additive.add(fact.key)
                 found[fact.key] = _merge_within_message(found.get(fact.key), fact)
+        for stale in stale_facts(" ".join(statements), known_n, found):
+            found[stale.key] = stale
         return [
             reconcile(withdrawn_items(f, known_n.get(f.key)), known_n, additive=f.key in additive)
             for f in found.values()

@@ -28,6 +28,8 @@ _CONTINUE = re.compile(
     r"^(?:还有|以及)?(?P<v>[^，,。！？!?\s]{1,8}?)(?:的)?(?:那种|这种|那样的|这样的|之类的?|那类|这类)$"
     r"|^(?:其次是|然后是|再就是|其次|然后)(?P<v2>[^，,。！？!?]{1,8})$"
     r"|^(?i:(?:and\s+)?then|followed by|after that|next|second)\s+(?P<v3>[\w-]+(?:\s+[\w-]+){0,2})$"
+    # "别推荐牛皮的，人造革的也不要": the same refusal again, for one more item
+    r"|^(?P<v4>[^，,。！？!?我你他她]{1,8}?)(?:的)?也(?:不要|别|不行|不考虑)(?:了|吧)?$"
 )
 _ELLIPSIS = re.compile(
     r"^(?:(?:哦|噢|对了|嗯|啊)[，,]?)?(?:还有|另外还有|以及)(?P<v>[^，,。！？!?]{1,10}?)(?:也是|也)?(?:吧|啊|呀)?$"
@@ -36,6 +38,15 @@ _ELLIPSIS = re.compile(
     r"(?i:too|as well)$"
     r"|^(?i:(?:oh\s+)?(?:and\s+)?also|plus)[,\s]+(?P<v4>[\w-]+(?:\s+[\w-]+){0,2})$"
 )
+# Ellipses that repeat the earlier sentiment and only make sense after it: "焦糖的也爱",
+# "not a fan of X either". They add only to a list the user already has.
+_ECHO = re.compile(
+    r"^(?P<v>[^，,。！？!?我你他她]{1,8}?)(?:味)?的?也(?:很|超|挺|都)?"
+    r"(?P<how>爱|喜欢|讨厌|不喜欢|不爱|受不了|不要)(?:吃|喝|的)?(?:吧|啊|呀)?$"
+    r"|^(?i:(?:I'm\s+|I\s+am\s+)?not\s+(?:a\s+)?(?:big\s+|huge\s+)?fan\s+of"
+    r"|I\s+(?:also\s+)?(?:don't|do not)\s+(?:like|love|want|enjoy))"
+    r"\s+(?P<v2>[\w-]+(?:\s+[\w-]+){0,3}?)\s+(?i:either)$"
+)
 _PET = re.compile(
     rf"^(?:[一两三四几\d]+[只条缸头匹个]|(?i:an?|one|two|three)\s+)?(?:\S{{0,3}}(?:{ANIMAL_HEADS_ZH})"
     rf"|(?i:{BREEDS_ZH}|{ANIMALS_EN})s?)$"
@@ -43,7 +54,7 @@ _PET = re.compile(
 _NEGATED = re.compile(r"不|没|别|(?i:no|not|never)\b")
 _DISLIKE_WORDS = re.compile(
     r"受不了|讨厌|烦|难吃|恶心|不喜欢|不爱|反感|(?i:\bhate|\bcan't stand|\bawful|\bterrible|\bgross"
-    r"|\bdislike)"
+    r"|\bdislike|\bnot (?:a |big |huge )*fan\b|\b(?:don't|do not) (?:like|love|enjoy)\b)"
 )
 _LIKE_WORDS = re.compile(r"喜欢|好吃|不错|很棒|爱|(?i:\blove|\bgreat|\bawesome|\blike|\benjoy)")
 
@@ -85,8 +96,26 @@ def continuations(sentence: str, facts: list[Fact]) -> list[Fact]:
     return out
 
 
+def _echo(sentence: str, known: Mapping[str, Any], said: Mapping[str, Fact]) -> Fact | None:
+    """ "焦糖的也爱" after "我爱抹茶": one more item for the list the user already has."""
+    m = _ECHO.match(sentence.strip(" 。.!！~～"))
+    v = _values(m) if m else None
+    if m is None or not v or is_junk(v) or is_pointer(v):
+        return None
+    verb = m.group("how") or ""
+    key = "dislikes" if m.group("v2") or _DISLIKE_WORDS.search(verb) else "likes"
+    if verb == "不要":
+        key = "do_not_recommend"
+    if key not in known and key not in said:
+        return None
+    return Fact(key=key, value=[v], type=VOCABULARY[key].type, confidence=0.7, source="user_stated")
+
+
 def ellipsis(sentence: str, known: Mapping[str, Any], said: Mapping[str, Fact]) -> Fact | None:
     """A bare "and X too" added to the list its context names."""
+    echoed = _echo(sentence, known, said)
+    if echoed is not None:
+        return echoed
     clauses = _clauses(sentence)
     m = _ELLIPSIS.match(clauses[0]) if clauses else None
     v = _values(m) if m else None

@@ -153,7 +153,11 @@ RULES: tuple[Rule, ...] = (
         "do_not_recommend",
         r"(?i:\b(?:do not|don't|dont|never|stop|quit|no more|please don't|please do not)\s+"
         r"(?:ever\s+)?(?:recommend|suggest|show|offer|pitch)(?:ing)?\s+(?:me\s+)?(?:any\s+)?(?:more\s+)?"
-        r"|\b(?:please\s+)?avoid\s+(?:recommending|suggesting)\s+(?:any\s+)?)",
+        r"|\b(?:please\s+)?avoid\s+(?:recommending|suggesting)\s+(?:any\s+)?)"
+        # "and please, nothing from X": a brand or shop ruled out, the whole clause
+        r"|(?i:(?:^|(?<=[,.]\s)|\b(?:and|so|but|just)\s+)(?:please,?\s+)?"
+        r"nothing\s+(?:from|by|made by)\s+)"
+        r"(?P<v>[A-Z][\w&'-]*(?:\s+[A-Z][\w&'-]*){0,2})(?=\s*(?:,|\.|!|;|$|please\b|thanks\b))",
         0.95,
         reject=re.compile(r"(?i:\bother than\b|\bexcept\b|\bbesides\b|\bapart from\b|\bbut\b)"),
     ),
@@ -215,6 +219,14 @@ RULES: tuple[Rule, ...] = (
         statements_only=True,
         value=_name,
     ),
+    # "Marta's the name": the idiom that opens an introduction.
+    rule(
+        "name",
+        rf"^{_GREETING}?(?P<v>{NAME})(?:'s|\s+is)\s+the\s+name\b",
+        0.9,
+        statements_only=True,
+        value=lambda m, s: _proper(m.group("v")),
+    ),
     rule(
         "name",
         r"(?i:\b(?:call me|i go by))\s+(?P<v>[A-Za-z][a-z'-]+)",
@@ -251,11 +263,17 @@ RULES: tuple[Rule, ...] = (
         rf"(?i:to|into)\s+(?P<v>{_PLACE})"
         rf"|{CLAUSE_START}(?i:currently\s+|now\s+)?(?i:(?:I've\s+|I\s+have\s+)?been\s+)?"
         rf"(?i:based|living)\s+in\s+(?P<v2>{_PLACE})"
-        rf"|(?i:\b(?:{OCCUPATION_EN})s?)\s+(?:based\s+)?in\s+(?P<v3>{_PLACE})"
+        rf"|(?i:\b(?:{OCCUPATION_EN})s?)\s+(?:based\s+|living\s+|working\s+)?in\s+(?P<v3>{_PLACE})"
+        # The employer moved the user: "the company sent me to X", "shipped me off to X".
+        r"|(?i:\b(?:sent|shipped|posted|transferred|relocated|moved)\s+(?:me|us)"
+        rf"\s+(?:off\s+|over\s+|out\s+|back\s+)?to)\s+(?P<v5>{_PLACE})"
+        # "Bristol's been home since 2020", "home is Leeds now"
+        rf"|(?P<v6>{_PLACE})(?:'s|\s+has|\s+is)\s+(?:been\s+)?(?i:my\s+|our\s+)?home\b"
+        rf"|(?i:\b(?:my|our)?\s*home\s+is\s+(?:now\s+)?)(?P<v7>{_PLACE})"
         rf"|(?i:\b(?:but|and)\s+(?:now\s+)?(?:live|living|based)\s+in)\s+(?P<v4>{_PLACE})",
         0.8,
         statements_only=True,
-        value=lambda m, s: _proper(m.group("v") or m.group("v2") or m.group("v3") or m.group("v4")),
+        value=lambda m, s: _proper(next(v for k, v in m.groupdict().items() if v and k[0] == "v")),
         claims=False,  # "nurse in Munich" also holds the occupation
     ),
     rule(
@@ -264,10 +282,10 @@ RULES: tuple[Rule, ...] = (
         r"|in)\s+[^,.;]{1,30}?)?\s+as"
         r"|\bmy\s+(?:job|occupation|profession)\s+is)"
         rf"\s+(?:an?\s+)?(?P<v>{_PHRASE}){_PHRASE_END}"
-        r"|(?i:\bI(?:'m|\s+am)\s+(?:now\s+|currently\s+)?an?\s+"
+        r"|(?i:\bI(?:'m|\s+am)\s+(?:(?:now|currently|officially|finally|proudly)\s+)*an?\s+"
         rf"(?P<v2>(?:[\w-]+\s+){{0,2}}(?:{OCCUPATION_EN})s?)\b)"
         rf"|{CLAUSE_START}(?i:an?\s+)?(?P<v3>(?i:(?:[\w-]+\s+){{0,2}}?(?:{OCCUPATION_EN})))\b"
-        r"(?=\s+(?i:in|at|from|based)\b|\s*[,.;!]|$)",
+        r"(?=\s+(?i:in|at|from|based|living|working)\b|\s*[,.;!]|$)",
         0.85,
         statements_only=True,
         value=_job,
@@ -287,13 +305,19 @@ RULES: tuple[Rule, ...] = (
         r"|(?<!\bI\s)(?<!\bcan\s)(?<!\bwe\s)\b(?:speak|talk|write|reply|answer|respond|chat)(?:\s+to\s+me)?"
         rf"\s+(?P<v6>{_LANG})(?=\s+(?:with|to)\s+me\b|\s+from now on\b|\s+please\b|\s*[?.!]|\s*$))"
         rf"|{CLAUSE_START}(?i:(?:actually|ok|okay|nvm|nah|no|oh|hmm|wait)[,\s]+)*(?P<v5>(?i:{_LANG}))\s+(?i:(?:is|'s)\s+"
-        r"(?:fine|ok|okay|good|better|great|preferred|best)|please|pls|only)\b",
+        r"(?:fine|ok|okay|good|better|great|preferred|best)|please|pls|only)\b"
+        # "Russian replies from here on", "Portuguese answers from now on": a standing request
+        rf"|{CLAUSE_START}(?i:(?:plain|only|just)\s+)?(?P<v8>(?i:{_LANG}))\s+(?i:answers|replies"
+        r"|responses)\s+(?i:from (?:now|here) on|only|please|pls|from here|going forward)\b",
         0.95,
     ),
     rule(
         "goal",
         r"(?i:\bI(?:'m|\s+am)\s+(?:currently\s+|now\s+|still\s+)?(?:looking|shopping|searching|hunting)\s+for\s+"
-        rf"|(?:^|(?<=,\s)|\band\s+){_ADVERB}(?:look(?:ing|in'?)|shopping)\s+for\s+"
+        rf"|(?:^|(?<=,\s)|(?<=[.!]\s)|\band\s+){_ADVERB}(?:look(?:ing|in'?)|shopping|hunting|searching)"
+        r"\s+for\s+"
+        # "I'm eyeing telescopes", "been eyeing a kayak": looking at buying one
+        r"|\b(?:I'm|I\s+am|I've\s+been|been)\s+(?:\w+\s+)?eyeing\s+"
         r"|\bI(?:\s+(?:really\s+|just\s+|also\s+)?(?:want|need|plan|intend|would like|hope)"
         r"|'d\s+(?:like|love)"
         r"|(?:'m|\s+am)\s+(?:going|hoping|planning|trying))\s+to\s+(?:buy|get|purchase|find|order|rent|book)\s+"

@@ -52,7 +52,14 @@ def _family(m: re.Match[str], sentence: str) -> list[str]:
 
 
 def _pet(m: re.Match[str], sentence: str) -> list[str]:
-    return _enumerated(m, sentence, "animal")
+    items = _enumerated(m, sentence, "animal")
+    count = {"two": 2, "three": 3}.get((m.groupdict().get("n") or "").casefold(), 0)
+    named = all(": " in item for item in items[1:])
+    if count == len(items) - 1 and named and not m.groupdict().get("name"):
+        # "two dogs, a greyhound called Pepper and a beagle called Moose": the count
+        # heads the pets it then lists.
+        return items[1:]
+    return items
 
 
 def _children(m: re.Match[str], sentence: str) -> list[str]:

@@ -141,6 +141,9 @@ def is_junk(value: str) -> bool:
         return True
     if s.casefold() in _JUNK or re.fullmatch(r"[\d\s.,]+", s):
         return True
+    if re.match(r"(?:一?[点些]|个)?(?:东西|啥|什么)", s):
+        # "(买)点东西奖励自己": "something" heads the phrase, so it names nothing.
+        return True
     return s.casefold().startswith("to ") and _infinitive(s) is None
 
 

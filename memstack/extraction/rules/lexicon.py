@@ -68,7 +68,7 @@ OCCUPATION_ZH = alternation(
     "博士 硕士 顾问 专家 编辑 记者 作家 主播 博主 司机 厨师 警察 会计 财务 运营 销售 设计 开发 "
     "前端 后端 测试 产品 法官 军人 农民 工人 主持人 翻译 秘书 文员 前台 人事 行政 保安 导游 "
     "空姐 飞行员 演员 歌手 模特 画家 摄影师 创业者 工作者 从业者 自由职业者 个体户 全职妈妈 "
-    "全职太太 家庭主妇 退休 码农 HR"
+    "全职太太 家庭主妇 退休 码农 HR 教练 店主 兽医 牙医 中医 厨 保姆 快递员 外卖员"
 )
 OCCUPATION_EN = alternation(
     "engineer developer programmer coder doctor physician surgeon nurse teacher professor "
@@ -117,7 +117,8 @@ BREEDS_ZH = alternation(
 
 DIETS_EN = alternation(
     "vegan vegetarian pescatarian pescetarian flexitarian keto paleo gluten-free dairy-free "
-    "lactose-free halal kosher plant-based low-carb carnivore whole30"
+    "lactose-free halal kosher plant-based low-carb carnivore whole30 eggetarian ovo-vegetarian "
+    "lacto-vegetarian"
 )
 DIETS_EN = DIETS_EN.replace("-", r"[-\s]")
 # Chinese diet words as said, and the minimal form stored ("吃素" → "素食").

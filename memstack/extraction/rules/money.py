@@ -82,9 +82,17 @@ _CHANGE_TO = re.compile(
     r"(?i:bump|rais|increas|lower|push|cut|reduc|chang|mov|bring)\w*"
     r"(?i:\s+(?:it|that|this|the\s+budget|my\s+budget|the\s+limit))?(?i:\s+(?:up|down))?\s+to\b"
 )
+# Loosening (or tightening) the known budget without saying "to": "再多给点空间，两百也行",
+# "I can stretch a little, 900 works". Its bare amounts are the new limit.
+LOOSEN = re.compile(
+    r"再多(?:给|加|出|花)|多给(?:点|些)?(?:空间|预算)|放宽|(?:往上|往下)(?:调|提|加|浮|走)"
+    r"|预算再(?:加|多|提|高)|(?i:\bstretch (?:to|it|the budget|my budget|a (?:bit|little))\b"
+    r"|\bgo (?:a bit |a little )?higher\b|\bwiggle room\b"
+    r"|\b(?:raise|increase) (?:it|the budget|my budget)\b)"
+)
 _YEAR_BEFORE = re.compile(r"(?i:\b(?:in|since|from|by|until|before|after|of)\s+|[在于从到]\s*)$")
 _BUDGET_CUE = re.compile(
-    r"预算|价位|以内|之内|以下|不超过|上限|最多|顶多|最高|可以到|能到"
+    r"预算|价位|以内|之内|以下|(?:不|别|不要|不能|不想)超过|上限|最多|顶多|最高|可以到|能到"
     r"|接受|控制在|左右|出头|加到|放宽到|预留|封顶|就行|就够|就好|定在|只有|只剩"
     r"|(?i:\bbud(?:get|eget|egt|jet|gt|gte)|\bafford|\bspend"
     r"|(?<!went )(?<!goes )(?<!gone )(?<!rose )\bup to\b|\bat most\b|\bmax(?:imum)?\b"
@@ -92,7 +100,9 @@ _BUDGET_CUE = re.compile(
     r"|\bprice (?:range|limit|cap)"
     r"|\bmax price|\blimit\b|\bcap\b|\baround\b|\broughly\b|\bstretch\b|\bgo to\b|\btops\b"
     r"|\bnothing (?:over|above|more than)\b|\bkeep it\b|\blet's (?:say|do|go with)\b|\bsettle on\b"
-    r"|\bonly (?:have|got)\b)"
+    r"|\bonly (?:have|got)\b|\bceiling\b|\bat the (?:very |absolute )?most\b"
+    # "not a penny more", "and not a cent over": the sum is the cap, whatever the coin
+    r"|\bnot (?:a|one) \w+ (?:more|over)\b)"
 )
 _PAST_SPEND = re.compile(r"花了|付了|买了|用了|花掉|(?i:\bspent\b|\bpaid\b|\bcost me\b|\bbought\b)")
 _BUDGET_WORD = re.compile(r"预算|(?i:\bbud(?:get|eget|egt|jet|gt|gte))")
@@ -263,7 +273,9 @@ def budget_fact(
     sentence = _DASH_RANGE.sub(r"\1到", sentence)
     chosen: tuple[_Amount, _Amount | None, str] | None = None
     end = len(sentence)
-    discussed = ctx.topic or (turn_at is not None and ctx.known is not None)
+    discussed = ctx.topic or (
+        ctx.known is not None and (turn_at is not None or LOOSEN.search(sentence) is not None)
+    )
     for offset, clause in _clauses(sentence):
         if _others(clause, ctx):
             discussed = True

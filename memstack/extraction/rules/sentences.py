@@ -20,13 +20,15 @@ MASK = "〔〕"
 
 TURN_WORDS = re.compile(
     r"其实|不过|改一下|改成|改为|改到|还是|算了|换成|更正|说错了|打错了|写错了|不对|改主意|纠正一下"
+    r"|想了想|转念一想|仔细想想|重新考虑"
     r"|(?i:\bactually\b|\binstead\b|\bchanged? my mind\b|\bon second thought\b"
     r"|\bscratch that\b|\bcorrection\b|\bmake (?:it|that)\b|\blet me correct\b|\bnever ?mind\b"
     r"|\bwait,? no\b|\bno,? wait\b|\bnah\b|\bnvm\b|\bhold on\b)"
 )
 # "也行", "也没关系" concede, they add nothing: "其实我更在乎口味，环境一般也行".
 ADDITIVE = re.compile(
-    r"也(?!行|可以|没关系|无所谓|没事|罢|成|好)|还有|另外|还养"
+    # "一点也不喜欢" is emphasis ("not at all"), not "also".
+    r"(?<!一点)(?<!一点儿)也(?!行|可以|没关系|无所谓|没事|罢|成|好)|还有|另外|还养"
     r"|(?i:\balso\b|\btoo\b|\bas well\b|\beither\b)"
 )
 _SENTENCE = re.compile(r"[^。！？!?；;\n]+?(?:[。！？!?；;]+|\.(?=\s|$)|\n|$)")
@@ -116,8 +118,12 @@ _QUOTED = re.compile(
     r'"(?P<a>[^"\n]{1,400})"|“(?P<b>[^”\n]{1,400})”|「(?P<c>[^」\n]{1,400})」'
     r"|『(?P<d>[^』\n]{1,400})』|‘(?P<e>[^’\n]{1,400})’"
     # 'plain single quotes', told apart from apostrophes by what stands around them
-    r"|(?<![A-Za-z])'(?P<f>[^'\n]{1,400}?)'(?![A-Za-z])"
+    # (an apostrophe inside a word, "I'd", does not close one)
+    r"|(?<![A-Za-z])'(?P<f>(?:[^'\n]|(?<=[A-Za-z])'(?=[A-Za-z])){1,400}?)'(?![A-Za-z])"
 )
+# A speaker label inside a quote ("Assistant: ...", "AI：...") marks pasted chat text, however
+# short: the user is showing what was said to them, not saying it.
+_SPEAKER_LABEL = re.compile(r"(?i:(?:assistant|AI|chatbot|bot|ChatGPT)\s*[:：])|助手[:：]|AI[:：]")
 # Hearsay: the whole sentence is somebody else's claim.
 _HEARSAY = re.compile(r"据说|听说|网上说|(?i:\baccording to\b|\bapparently\b|\bthey say\b)")
 _SENTENCE_END = re.compile(r"[。！？!?\n]|\.(?=\s|$)")
@@ -126,9 +132,12 @@ _SPEAKER_WORDS = re.compile(
 )
 # Something said, written or pasted by someone else, introduced with a colon.
 _REPORTED_COLON = re.compile(
-    r"(?:(?<!我)(?:说|讲|写)|回复|回答|建议|如下|以下是|原话|写着|显示"
+    # (idioms built on 说 introduce the user's own story: "说来话长：", "说实话：")
+    r"(?:(?<!我)(?:说(?!来话长|实话|真的|白了|起来)|讲|写)|回复|回答|建议|如下|以下是|原话|写着|显示"
     r"|(?i:\bsaid|\bsays|\bsaying|\bwrote|\bwrites|\breplied|\banswered|\bsuggested"
-    r"|\brecommended|\bpast(?:e|ed|ing)|\bcopied|\bquote|\breads|\bstates))[^:：\n]{0,40}?[:：]"
+    r"|\brecommended|\bpast(?:e|ed|ing)|\bcop(?:y|ied|ying)|\bquote|\breads|\bstates"
+    r"|\byour\s+(?:last\s+|previous\s+|earlier\s+)?(?:answer|reply|response|message)))"
+    r"[^:：\n]{0,40}?[:：]"
 )
 # "他说 / X跟我说 / my boss keeps saying ...": the rest of the clause is their words.
 _REPORTED_ZH = re.compile(
@@ -147,7 +156,9 @@ _CLAUSE_END = re.compile(r"[，,；;。！？!?\n]")
 _HYPOTHETICAL = re.compile(
     r"如果|(?<![主只需重想])要是|假如|假设|倘若|若是|万一|哪天|等我|要不是|梦想|幻想|做梦|但愿"
     r"|(?i:\bif\b|\bwhat if\b|\bsuppose\b|\bsupposing\b|\bimagine\b|\bassuming\b|\bwish\b"
-    r"|\bsomeday\b|\bone day\b|\bdream(?:ing)? (?:of|about)\b|\bwould've\b|\bwould have\b)"
+    r"|\bsomeday\b|\bone day\b|\bdream(?:ing)? (?:of|about)\b|\bwould've\b|\bwould have\b"
+    # "Say I moved to X, would I ...": a supposition ("let's say 500" is a budget, not this)
+    r"|(?:^|(?<=[,.;]\s))say,?\s+(?:I|we)\b)"
 )
 _HYPOTHETICAL_END = re.compile(
     r"(?:就好了|就好啦|该多好|多好)[啊呀啦]?[，,。！!]?"
@@ -164,7 +175,7 @@ _HEDGE = re.compile(
 def _quote_is_a_statement(inner: str) -> bool:
     """A quoted product name ("Dune", “黑白灰”) is the user's word; a quoted sentence is
     somebody's speech, or text pasted from elsewhere."""
-    if _SPEAKER_WORDS.search(inner):
+    if _SPEAKER_WORDS.search(inner) or _SPEAKER_LABEL.search(inner):
         return True
     cjk = len(re.findall(r"[\u4e00-\u9fff]", inner))
     return cjk > 4 or len(inner.split()) > 2

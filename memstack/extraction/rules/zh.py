@@ -23,7 +23,7 @@ from memstack.extraction.vocabulary import LANGUAGES
 CJK = r"[\u4e00-\u9fff·]"
 ADV = (
     r"(?:真的|一直|实在|特别|非常|很|比较|最|也|还|其实|都|更|还是|挺|蛮|现在|目前|向来|超级?|平时"
-    r"|本来就?)*"
+    r"|本来就?|一点儿?|压根儿?|根本)*"
 )
 END = r"(?=$|[\s，,。.!！?？;；、~～]|今年|住在|住|来自|从事|在|是|的|了|吧|啊|呀|哦|就|哈|呢)"
 # After a job: "我是老师的女儿" names no job.
@@ -97,6 +97,15 @@ def _person(m: re.Match[str], sentence: str) -> str | None:
     """ "我是李娜": a name only when jieba reads the words as one (我是学生 is no name)."""
     words = tags(m.group("v"))
     return m.group("v") if len(words) == 1 and words[0][1] in ("nr", "nrt", "nrfg") else None
+
+
+def _proper_name(m: re.Match[str], sentence: str) -> str | None:
+    """After a self-reference ("本人X，"): a name when jieba reads only proper nouns there
+    (it splits rare names into surname and place, but "本人觉得" is a verb)."""
+    words = tags(m.group("v"))
+    return (
+        m.group("v") if words and all(f in ("nr", "nrt", "nrfg", "ns") for _, f in words) else None
+    )
 
 
 def _same_speaker(m: re.Match[str], sentence: str) -> str | None:
@@ -296,6 +305,14 @@ RULES: tuple[Rule, ...] = (
         statements_only=True,
         value=_person,
     ),
+    # "本人欧阳澜，..." opening a self-introduction: a name only as jieba reads it.
+    rule(
+        "name",
+        rf"(?:^|(?<=[，,！!～~]))本人(?P<v>{CJK}{{2,3}})(?=$|[，,。！!])",
+        0.9,
+        statements_only=True,
+        value=_proper_name,
+    ),
     rule(
         "city",
         r"(?:我|^|(?<=[，,\s]))(?:现在|目前|一直|平时)?(?:住在|生活在|定居在|定居于?|常住在?)",
@@ -313,22 +330,26 @@ RULES: tuple[Rule, ...] = (
     rule(
         "city",
         r"(?:我|^|(?<=[，,\s]))(?:们)?(?:去年|今年|上个月|上周|最近|刚刚?|已经|又|就|也|前年|年初|终于)*"
-        r"(?:搬到|搬去|搬家到|迁到|落户)(?:了)?",
+        # "从重庆落户福州": the city left comes first, the new one after the verb
+        r"(?:从\S{2,6}?)?(?:搬到|搬去|搬家到|迁到|落户)(?:了)?",
         0.85,
         statements_only=True,
         value=_place_after(strict=False),
     ),
     rule(
         "city",
-        r"(?:我|^|(?<=[，,\s]))(?:去年|今年|上个月|最近|刚刚?|已经|又|就|也)*(?:调到|调去|派到|外派到|转到)(?:了)?",
+        r"(?:我|^|(?<=[，,\s]))(?:去年|今年|上个月|最近|刚刚?|已经|又|就|也)*"
+        # "(今年三月)被公司外派到X": sent by the employer, still the user's move
+        r"(?:\S{0,4}?被[^，,。]{0,4}?)?(?:调到|调去|派到|外派到|转到)(?:了)?",
         0.8,
         statements_only=True,
         value=_place_after(strict=True),
     ),
     rule(
         "city",
-        r"(?:我|^|(?<=[，,\s]))(?:不过|但是?|可是|其实)?(?:现在|目前|一直)?在(?=\S{2,6}?(?:工作|上班|生活|读书|上学|读研|读博"
-        r"|留学|念书|实习|做|当|定居|安家|落户))",
+        r"(?:我|^|(?<=[，,\s]))(?:不过|但是?|可是|其实)?(?:现在|目前|一直)?(?:算是|也算)?在"
+        r"(?=\S{2,6}?(?:工作|上班|生活|读书|上学|读研|读博"
+        r"|留学|念书|实习|做|当|定居|安家|落户|扎根))",
         0.8,
         statements_only=True,
         value=_place_after(strict=True),
@@ -376,16 +397,22 @@ RULES: tuple[Rule, ...] = (
         rf"(?:用|使用|以|说)(?P<v>{_LANG})(?:来|跟我|和我|给我)?(?:回答|回复|交流|沟通|说|写|聊|对话|回)"
         rf"|(?:换成|改成|改用|切换到|切换成|换回|改回|切回)(?P<v2>{_LANG})"
         rf"|{_CLAUSE_START}(?:那|就|那就)?(?:还是)?(?:用|说)?(?P<v3>{_LANG})(?:就行|就好|就可以|吧)"
-        rf"|{_CLAUSE_START}(?:请|麻烦你?|以后|之后)?(?:都)?(?:说|讲|用)(?P<v4>{_LANG})"
-        r"(?=$|[，,。！!吧啊哦呀]|回|来|交流|沟通|聊)"
+        # "能不能都用X" asks for it: a polite request, not a question about the language
+        rf"|{_CLAUSE_START}(?:请|麻烦你?|以后|之后|往后)?[^，,。]{{0,4}}?(?:能不能|可不可以|可以)?"
+        rf"(?:都)?(?:说|讲|用)(?P<v4>{_LANG})"
+        r"(?=$|[，,。！!？?吧啊哦呀]|回|来|交流|沟通|聊)"
         rf"|(?:回复|回答|回)(?:我)?(?:请)?(?:都)?(?:用|说)(?P<v5>{_LANG})",
         0.95,
     ),
     rule(
         "goal",
-        r"(?:我|^|(?<=[，,\s]))(?:也|还|现在|最近|正在|一直)?(?:想|要|打算|准备|计划|需要|得|想要|还是)"
-        r"(?:给[^，,。]{1,6}?|在[^，,。]{1,6}?|帮[^，,。]{1,4}?|为[^，,。]{1,4}?)?"
-        rf"(?:买|换|挑|选|入手|购买|配|找|订|租|添置|置办)(?!成|掉|到|回){_CLASSIFIER}",
+        r"(?:我|^|(?<=[，,\s]))(?:也|还|现在|最近|正在|一直|自己|就|又|转而|这次|所以)*"
+        r"(?:想|要|打算|准备|计划|需要|得|想要|还是)"
+        r"(?:给[^，,。]{1,6}?|在[^，,。]{1,6}?|帮[^，,。]{1,4}?|为[^，,。]{1,4}?|趁[^，,。]{1,6}?)?"
+        rf"(?:(?:买|换|挑|选|入手|购买|配|找|订|租|添置|置办)(?!成|掉|到|回)"
+        # Loose verbs ("弄个", "添台", "搭个") name a purchase only with a classifier after them.
+        r"|(?:添|入|弄|整|搞|搭|装)(?=一?[台部个辆套双件只张把条副款]))"
+        rf"{_CLASSIFIER}",
         0.8,
         value=_goal,
     ),
@@ -436,6 +463,14 @@ RULES: tuple[Rule, ...] = (
         r"(?:^|(?<=[，,\s]))(?:下个?月|下周|今年|明年|暑假|寒假|国庆|五一|春节|过年)?"
         r"去(?P<p>[^，,。]{2,6}?)(?:旅游|旅行|玩|度假|度蜜月|自驾)(?![了过的])",
         0.8,
+        statements_only=True,
+        value=_trip,
+    ),
+    # A switch of destination: "换去西安吧", "改去大理看看"; kept only when a goal is known.
+    rule(
+        "goal",
+        r"(?:^|(?<=[，,\s]))(?:那|那就|还是|干脆)?(?:换去|改去)(?P<p>[^，,。]{2,8})",
+        SWITCHED_GOAL,
         statements_only=True,
         value=_trip,
     ),

@@ -67,6 +67,11 @@ def _pet(m: re.Match[str], sentence: str) -> list[str]:
     while (more := _MORE_PETS.match(sentence, pos)) is not None:
         items.append(_pet_item(more["n"], more["cl"], more["animal"], more["name"]))
         pos = more.end()
+    n = g.get("n") or ""
+    count = {"两": 2, "三": 3}.get(n) or (int(n) if n.isdigit() else 0)
+    if not g.get("name") and count == len(items) - 1 > 1 and all(": " in i for i in items[1:]):
+        # "两只猫：一只三花猫叫糯米，一只狸花猫叫年糕": the count heads the pets it lists.
+        return items[1:]
     return items
 
 
@@ -79,7 +84,7 @@ _PET_NAME = rf"(?:[，,]?(?:叫|名叫|叫做|名字叫)(?P<name>{CJK}{{1,4}}?|[
 # When a pet died or left: "猫去年走了", "狗，前几天去世了".
 _WHEN = r"(?:去年|前年|上个月|上周|前几天|前阵子|昨天|今年|已经|早就|也|刚刚?|不幸)*"
 _MORE_PETS = re.compile(
-    rf"(?:[，,、和]|还有)?(?P<n>一|两|三|几|\d)(?P<cl>只|条|头|匹)(?P<animal>{_ANIMAL}){_PET_NAME}"
+    rf"(?:[，,、和：:]|还有)?(?P<n>一|两|三|几|\d)(?P<cl>只|条|头|匹)(?P<animal>{_ANIMAL}){_PET_NAME}"
 )
 _DATE = (
     r"(?:\d{4}\s*年\s*)?[\d一二三四五六七八九十〇零两]{1,3}\s*月\s*[\d一二三四五六七八九十〇零两]{1,3}\s*[日号]?"
@@ -124,7 +129,7 @@ RULES: tuple[Rule, ...] = (
     ),
     rule(
         "allergies",
-        rf"(?:我(?:自己)?|^|(?<=[，,\s])){ADV}(?:是)?对(?P<v>[^，,。！？!?]{{1,12}}?)(?:有点|有些|比较|很|非常|特别|严重)?过敏",
+        rf"(?:我(?:自己)?|^|(?<=[，,\s]))(?:另外|而且|还有)?{ADV}(?:是)?对(?P<v>[^，,。！？!?]{{1,12}}?)(?:有点|有些|比较|很|非常|特别|严重)?过敏",
         0.9,
         statements_only=True,
     ),
@@ -187,7 +192,9 @@ RULES: tuple[Rule, ...] = (
     rule(
         "pets",
         r"(?:(?:我|我们|咱|我家|家里|家)(?:也|还|又)?(?:(?![没不以之曾])[^，,。]){0,2}?(?:养了|养着|养|有)(?!点|些|过)"
-        r"|(?:^|(?<=[，,]))(?:也|还|又|另外)?(?:养了|养着))"
+        r"|(?:^|(?<=[，,]))(?:也|还|又|另外)?(?:养了|养着)"
+        # "家里两只猫": home and a count, the verb left out
+        r"|(?:^|(?<=[，,]))(?:我家|家里)(?=[一两三几\d](?:只|条|头|匹)))"
         rf"(?P<n>一|两|三|几|\d)?(?P<cl>只|条|头|匹|个)?(?P<animal>{_ANIMAL}){_PET_NAME}",
         0.85,
         statements_only=True,

@@ -1,0 +1,124 @@
+"""Changes the rules notice but cannot read: the old value must not stay as if confirmed.
+
+When a later message clearly talks about a key the user already has (its cue words: a job,
+a move, a reply language, a budget) and says that something changed ("更正一下", "现在",
+"now", "anymore", "officially", "stretch"), yet no rule read a new value, keeping the old
+value would present a superseded fact as current. A wrong current value misleads more
+than a missing one, so the key is withdrawn (``retracts=True``) and the next clear
+statement sets it again. A reply language named after a correction is read outright: the
+user is naming the language they meant.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from memstack.extraction.base import Fact
+from memstack.extraction.rules.lexicon import OCCUPATION_EN
+from memstack.extraction.rules.money import LOOSEN
+from memstack.extraction.rules.sentences import TURN_WORDS
+from memstack.extraction.vocabulary import LANGUAGES, VOCABULARY
+
+# Words that say the earlier statement no longer holds.
+_CHANGE = re.compile(
+    r"更正|纠正|现在|如今|目前|改|换|不再|转行|辞职|跳槽|搬|已经|"
+    r"(?i:\bnow\b|\banymore\b|\bany more\b|\bno longer\b|\bofficially\b|\bthese days\b"
+    r"|\bswitch|\bchang|\bfrom (?:now|here) on\b|\bfrom here\b|\bstarting (?:today|now)\b)"
+)
+# Cue words that put a key in question; narrow on purpose ("现在工作好累", "I'm home now"
+# and "my boss" talk about work or home without changing them).
+_CUES: dict[str, re.Pattern[str]] = {
+    "occupation": re.compile(
+        r"转行|改行|辞职|跳槽|入职|换(?:了)?(?:份|个)?工作|新工作|开了(?:一)?[家个间]|当上|升职|不干了"
+        r"|(?i:\bnew job\b|\bcareer change\b|\bquit my job\b|\bpromoted\b|\bgot hired\b"
+        r"|\bbecame an?\b|\bretired\b|\bwork(?:ing)? as\b"
+        rf"|\bI'?m (?:(?:now|officially|finally) )+an? (?:\w+ )?(?:{OCCUPATION_EN}))"
+    ),
+    "city": re.compile(
+        r"搬到|搬去|搬走|搬家|搬离|定居|落户|外派|扎根|安家"
+        r"|(?i:\bmov(?:e|ed|ing) (?:to|away|out|back)\b|\brelocat\w*|\bnew (?:city|town|place)\b"
+        r"|\bliv(?:e|ing) in\b|\bbased in\b)"
+    ),
+    "budget_limit": re.compile(r"预算|(?i:\bbudget\b)"),
+}
+# The goal is dropped: "跑步机不买了", "the blender's out", "dash cam sorted". Read only
+# right after the goal's own name, so "手机壳买到了" does not drop the goal 手机.
+_DROPPED = (
+    r"(?:s|es)?(?:'s|\s|就|也|先|暂时|已经|我|了|，|,)*"
+    r"(?:不买了|不打算买了|不想买了|不要了|不需要了|不用买了|买好了|买到了|搞定了"
+    r"|(?i:is out\b|out\b|sorted\b|done\b|not happening\b|off the (?:list|table)\b))"
+)
+_LANGUAGE_WORDS = sorted(LANGUAGES, key=len, reverse=True)
+_LANGUAGE_NAME = re.compile(
+    "|".join(re.escape(w) if not w.isascii() else rf"\b{re.escape(w)}\b" for w in _LANGUAGE_WORDS),
+    re.IGNORECASE,
+)
+# Words that tie a named language to how the user wants replies, not to something else
+# they do in it ("learning Spanish", "a French film").
+_REPLY_WORDS = re.compile(
+    r"回复|回答|回我|用|说|聊|(?i:\brepl|\bans|\brespond|\bwrite|\btalk|\bmeant\b"
+    r"|\bfrom (?:now|here)|\bplease\b|\bpls\b)"
+)
+
+
+def stale_facts(text: str, known: Mapping[str, Any], found: Iterable[str]) -> list[Fact]:
+    """Facts that end (or, for the reply language, replace) known values this message
+    changes without the rules having read the change."""
+    said = set(found)
+    out: list[Fact] = []
+    if "language" in known and "language" not in said:
+        language = _language_change(text, known["language"])
+        if language is not None:
+            out.append(language)
+    goal = known.get("goal")
+    dropped = isinstance(goal, str) and re.search(re.escape(goal) + _DROPPED, text, re.I)
+    if goal and dropped and "goal" not in said:
+        out.append(_retraction("goal"))
+    loosened = "budget_limit" in known and LOOSEN.search(text) is not None
+    if loosened and "budget_limit" not in said:
+        out.append(_retraction("budget_limit"))
+    if not _CHANGE.search(text) and not TURN_WORDS.search(text):
+        return out
+    for key, cue in _CUES.items():
+        if (
+            key in known
+            and key not in said
+            and cue.search(text)
+            and key not in {f.key for f in out}
+        ):
+            out.append(_retraction(key))
+    return out
+
+
+def _language_change(text: str, current: Any) -> Fact | None:
+    """The reply language a corrected request names."""
+    if not (_CHANGE.search(text) or TURN_WORDS.search(text)):
+        return None
+    named = [LANGUAGES[m.group().casefold()] for m in _LANGUAGE_NAME.finditer(text)]
+    others = list(dict.fromkeys(code for code in named if code != current))
+    if not others:
+        return None
+    if not _REPLY_WORDS.search(text):
+        return None  # "I'm learning Korean now": a language, but not how to reply
+    # "I know I asked for Portuguese, but plain English from here": the last one named.
+    return Fact(
+        key="language",
+        value=others[-1],
+        type=VOCABULARY["language"].type,
+        confidence=0.7,
+        source="user_stated",
+        override=True,
+    )
+
+
+def _retraction(key: str) -> Fact:
+    return Fact(
+        key=key,
+        value=None,
+        type=VOCABULARY[key].type,
+        confidence=0.6,
+        source="user_stated",
+        retracts=True,
+    )
