@@ -12,27 +12,8 @@ from typing import Any
 
 import pytest
 
-from memstack.extraction import RulesExtractor
 from memstack.extraction.rules import has_turn_word
-
-RULES = RulesExtractor()
-
-
-def after(*messages: str) -> dict[str, Any]:
-    """The user's current facts after ``messages``, retractions applied."""
-    current: dict[str, Any] = {}
-    for text in messages:
-        for fact in RULES.extract_sync(text, known=current):
-            if fact.retracts:
-                current.pop(fact.key, None)
-            else:
-                current[fact.key] = fact.value
-    return current
-
-
-def money(amount: int, currency: str) -> dict[str, Any]:
-    return {"amount": amount, "currency": currency}
-
+from tests.fact_rules import after, money
 
 # --- a change the rules cannot read ends the old value -------------------------------------------
 
