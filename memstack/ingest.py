@@ -284,7 +284,8 @@ class Ingestor:
         inferred: list[VectorRecord] = []
         for i, m in enumerate(said):
             known = known_by_user[m.user_id]
-            late = m.user_id in newest and m.created_at <= newest[m.user_id]
+            # Strictly older: messages of one moment are read in the batch's order.
+            late = m.user_id in newest and m.created_at < newest[m.user_id]
             facts: list[Fact] = await batch.extract(
                 i, known=await self._known_before(m) if late else known
             )

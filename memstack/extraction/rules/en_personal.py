@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from memstack.extraction.rules.en import CLAUSE_START, NAME, introduced
-from memstack.extraction.rules.engine import Rule, rule
+from memstack.extraction.rules.engine import Rule, cut, rule
 from memstack.extraction.rules.lexicon import ANIMALS_EN, DIETS_EN, KIN_EN, NOT_NAMES
 
 _MONTH = (
@@ -84,6 +84,17 @@ _PET_DEATH = (
 )
 
 
+# "I'm vegan and allergic to soy": the second predicate shares the user's "I'm"; the first
+# one (a diet, a job) may already be read, so the "I'm" is looked for before the match.
+_I_AM_BEFORE = re.compile(r"(?i:\bI(?:'m|\s+am)\s+(?:[\w-]+\s+){1,3})$")
+
+
+def _shared_subject(m: re.Match[str], sentence: str) -> str | None:
+    if _I_AM_BEFORE.search(sentence[: m.start()]) is None:
+        return None
+    return cut(sentence[m.end() :]) or None
+
+
 RULES: tuple[Rule, ...] = (
     rule(
         "diet",
@@ -100,7 +111,9 @@ RULES: tuple[Rule, ...] = (
         "diet",
         r"(?i:\b(?:I|we)(?:'m|'re|\s+am|\s+are|'ve\s+been|\s+have\s+been)\s+(?:(?:a|an|now|strictly|fully|mostly|also|still|both"
         r"|pretty much)\s+)*"
-        rf"|\bI\s+(?:eat|cook|keep|went|go|follow)\s+(?:(?:only|strictly|a)\s+)?)(?P<v>(?i:{DIETS_EN}))\b"
+        rf"|\bI\s+(?:eat|cook|keep|went|go|follow)\s+(?:(?:only|strictly|a)\s+)?)"
+        # Hyphened qualifiers stay with the diet ("semi-vegetarian"); "non-vegan" is no diet.
+        rf"(?P<v>(?i:(?:(?!non-|ex-)[a-z]+-)*(?:{DIETS_EN})))\b"
         r"(?!\s+(?i:food|restaurants?|options?|recipes?|places?|friends?|dishes?|meals?))"
         rf"|(?i:\bI(?:'m|\s+am)\s+on\s+(?:a|the)\s+)(?P<v2>[\w-]+(?:\s+[\w-]+)?)\s+diet\b"
         rf"|^(?P<v3>(?i:{DIETS_EN}))(?:\s+(?i:btw|too|here|myself|diet|only))?[.!]*$",
@@ -135,6 +148,13 @@ RULES: tuple[Rule, ...] = (
     ),
     rule(
         "allergies",
+        r"(?i:\band\s+(?:also\s+)?allergic\s+to\s+)",
+        0.9,
+        statements_only=True,
+        value=_shared_subject,
+    ),
+    rule(
+        "allergies",
         r"(?i:\bI\s+(?:have|'ve got|got)\s+(?:an?\s+)?(?:(?:severe|mild|bad|serious)\s+)?|\bmy\s+)"
         r"(?P<v>(?i:[a-z][\w-]*(?:\s+[a-z][\w-]*)?))\s+(?i:allerg(?:y|ies))\b",
         0.9,
@@ -145,14 +165,17 @@ RULES: tuple[Rule, ...] = (
         "birthday",
         r"(?i:\bmy\s+(?:birthday|bday|b-day|birth\s*date|date of birth)(?:'s|\s+is|\s+falls)?"
         r"(?:\s+coming\s+up)?\s+(?:on\s+)?(?:the\s+)?|\bI\s+was\s+born\s+(?:on\s+)?(?:the\s+)?"
-        r"|(?:^|(?<=,\s))born\s+(?:on\s+)?(?:the\s+)?)"
+        r"|(?:^|(?<=,\s))born\s+(?:on\s+)?(?:the\s+)?"
+        # a self-introduction's list item: "…, bday's 05-06"
+        r"|(?:^|(?<=,\s))(?:birthday|bday|b-day)(?:'s|\s+is)?\s+(?:on\s+)?(?:the\s+)?)"
         rf"(?P<v>{_DATE})",
         0.9,
         statements_only=True,
     ),
     rule(
         "family",
-        r"(?i:\bmy\s+(?:(?:little|older|younger|big|baby|twin|elder|oldest|youngest|eldest)\s+)?)"
+        # "our twins", "our son": the user's family said for the couple.
+        r"(?i:\b(?:my|our)\s+(?:(?:little|older|younger|big|baby|twin|elder|oldest|youngest|eldest)\s+)?)"
         rf"(?P<rel>(?i:{KIN_EN}))\b(?!-)(?:,?\s+(?P<name>{NAME})\b)?",
         0.85,
         value=_family,

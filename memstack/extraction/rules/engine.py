@@ -236,6 +236,28 @@ def _raw_value(r: Rule, m: re.Match[str], sentence: str) -> tuple[Any, int]:
     return raw, m.end() + len(raw)
 
 
+# A Chinese clause after a comma that names no subject of its own keeps the one before it:
+# in "我女儿叫朵朵，今年六岁，对牛奶过敏" the allergy is the daughter's. A clause opening
+# with the user ("我…") or a new person (checked by other_subject) starts its own chain.
+_OWN_SUBJECT_ZH = re.compile(
+    r"^\s*(?:而且|但是|不过|可是|然后|另外|还有|对了|其实|那|就是)*"
+    r"(?:请|帮|给|替|麻烦)?(?:我|咱|俺|本人|自己)"
+)
+_FOR_THEM = re.compile(r"[给帮为替](?:他|她|它)")
+_CJK_START = re.compile(r"^\s*[\u4e00-\u9fff]")
+
+
+def _topic_carried(sentence: str, start: int) -> bool:
+    clause = sentence[start : start + 80]
+    return (
+        sentence[start - 1 : start] in ("，", ",")
+        and _CJK_START.match(clause) is not None
+        and _OWN_SUBJECT_ZH.match(clause) is None
+        # "想给她买…": the person before is the one bought for, so the user is the subject
+        and _FOR_THEM.search(clause) is None
+    )
+
+
 # --- applying rules --------------------------------------------------------------------------
 
 
@@ -247,10 +269,14 @@ def apply_rules(rules: Iterable[Rule], sentence: str, scope: Scope) -> Iterable[
     others: dict[int, bool] = {}
 
     def someone_else(pos: int) -> bool:
-        start = starts[bisect.bisect_right(starts, pos) - 1]
+        i = bisect.bisect_right(starts, pos) - 1
+        start = starts[i]
         if start not in others:
             # The subject opens the clause: its first words are enough.
-            others[start] = other_subject(sentence[start : start + 80])
+            clause = sentence[start : start + 80]
+            others[start] = other_subject(clause) or (
+                i > 0 and _topic_carried(sentence, start) and someone_else(starts[i - 1])
+            )
         return others[start]
 
     for r in rules:

@@ -75,9 +75,9 @@ _SHARED_UNIT = re.compile(
 )
 # A change of a known budget needs no turn word when the user tells it to change: "bump it
 # to 750", "往上调到六千". Only at the head of a clause: "the price dropped to 800" and
-# "价格降到三千了" report a price, not a new limit.
+# "价格降到三千了" report a price, not a new limit. "决定上到…" decides the new limit.
 _CHANGE_TO = re.compile(
-    r"^\s*(?:那|就|再|我|预算|要不|还是|可以)*(?:往上|往下)?(?:调|提|提高|涨|降|降低|改|加|放宽|压|减|砍)到"
+    r"^\s*(?:那|就|再|我|预算|要不|还是|可以|决定|打算|准备)*(?:往上|往下)?(?:调|提|提高|涨|降|降低|改|加|放宽|压|减|砍|上)到"
     r"|^\W*(?i:(?:ok|okay|hmm|so|let's|can you|could you|please|I'll|I will|I'd|I'm gonna)\s+)*"
     r"(?i:bump|rais|increas|lower|push|cut|reduc|chang|mov|bring)\w*"
     r"(?i:\s+(?:it|that|this|the\s+budget|my\s+budget|the\s+limit))?(?i:\s+(?:up|down))?\s+to\b"

@@ -29,7 +29,8 @@ TURN_WORDS = re.compile(
 ADDITIVE = re.compile(
     # "一点也不喜欢" is emphasis ("not at all"), not "also".
     r"(?<!一点)(?<!一点儿)也(?!行|可以|没关系|无所谓|没事|罢|成|好)|还有|另外|还养"
-    r"|(?i:\balso\b|\btoo\b|\bas well\b|\beither\b)"
+    # "too loud", "too pricey" grade a word; "also"-too closes its clause ("sesame too").
+    r"|(?i:\balso\b|\btoo\b(?!\s+(?!and\b|but\b|btw\b|lol\b|please\b)[a-z])|\bas well\b|\beither\b)"
 )
 _SENTENCE = re.compile(r"[^。！？!?；;\n]+?(?:[。！？!?；;]+|\.(?=\s|$)|\n|$)")
 _QUESTION_START = re.compile(
@@ -45,7 +46,17 @@ def has_turn_word(text: str) -> bool:
 
 def turn_at(sentence: str) -> int | None:
     m = TURN_WORDS.search(sentence)
-    return m.start() if m else None
+    if m is None:
+        return None
+    if _TRAILING_TURN.fullmatch(m.group()) and not _INSTEAD_OF.match(sentence, m.end()):
+        # "I prefer small towns instead": a trailing "instead" turns its own clause, which
+        # it closes rather than opens; "tea instead of coffee" keeps it where it is.
+        return max(s for s in clause_starts(sentence) if s <= m.start())
+    return m.start()
+
+
+_TRAILING_TURN = re.compile(r"(?i:instead)")
+_INSTEAD_OF = re.compile(r"(?i:\s+of\b)")
 
 
 def split_sentences(text: str) -> list[str]:

@@ -25,7 +25,8 @@ from memstack.extraction.vocabulary import LANGUAGES, VOCABULARY
 _CHANGE = re.compile(
     r"更正|纠正|现在|如今|目前|改|换|不再|转行|辞职|跳槽|搬|已经|"
     r"(?i:\bnow\b|\banymore\b|\bany more\b|\bno longer\b|\bofficially\b|\bthese days\b"
-    r"|\bswitch|\bchang|\bfrom (?:now|here) on\b|\bfrom here\b|\bstarting (?:today|now)\b)"
+    r"|\bswitch|\bchang|\bfrom (?:now|here) on\b|\bfrom here\b|\bstarting (?:today|now)\b"
+    r"|\bwent back\b|\bgone back\b|\bagain\b)"
 )
 # Cue words that put a key in question; narrow on purpose ("现在工作好累", "I'm home now"
 # and "my boss" talk about work or home without changing them).
@@ -42,13 +43,29 @@ _CUES: dict[str, re.Pattern[str]] = {
         r"|\bliv(?:e|ing) in\b|\bbased in\b)"
     ),
     "budget_limit": re.compile(r"预算|(?i:\bbudget\b)"),
+    # Eating meat, or everything, ends a meat-free diet ("现在啥都吃", "eating meat again");
+    # checked against the known diet below, since keto or paleo eat meat.
+    "diet": re.compile(
+        r"啥都吃|什么都吃|都吃了|开荤|吃肉|不吃素了|破戒"
+        r"|(?i:\b(?:eat|eats|eating|ate)\s+(?:meat|everything|anything)\b|\bback to meat\b)"
+    ),
 }
+_MEAT_FREE = re.compile(r"素|斋|(?i:vegan|vegetarian|veggie|pesc[ae]tarian|plant)")
+# A change of plan that names a new trip or purchase the rules could not read ("改主意了，
+# 去…骑马", "changed my mind, heading to …"): the old goal is no longer the plan.
+_PLAN_CHANGE = re.compile(
+    r"改主意|变卦|计划有变"
+    r"|(?i:\bchanged? (?:my|our) minds?\b|\bchange of plans?\b|\bplans? changed\b)"
+)
+_PLAN_CUE = re.compile(r"去|买|(?i:\bgo(?:ing)?\b|\bbuy|\bhead|\btrip\b|\bvisit)")
 # The goal is dropped: "跑步机不买了", "the blender's out", "dash cam sorted". Read only
 # right after the goal's own name, so "手机壳买到了" does not drop the goal 手机.
 _DROPPED = (
     r"(?:s|es)?(?:'s|\s|就|也|先|暂时|已经|我|了|，|,)*"
-    r"(?:不买了|不打算买了|不想买了|不要了|不需要了|不用买了|买好了|买到了|搞定了"
-    r"|(?i:is out\b|out\b|sorted\b|done\b|not happening\b|off the (?:list|table)\b))"
+    # "先不急", "先放放": put off, so no longer what the user is shopping for now
+    r"(?:不买了|不打算买了|不想买了|不要了|不需要了|不用买了|买好了|买到了|搞定了|不急|放放|缓缓"
+    r"|(?i:is out\b|out\b|sorted\b|done\b|not happening\b|off the (?:list|table)\b"
+    r"|on hold\b|can wait\b))"
 )
 _LANGUAGE_WORDS = sorted(LANGUAGES, key=len, reverse=True)
 _LANGUAGE_NAME = re.compile(
@@ -74,7 +91,8 @@ def stale_facts(text: str, known: Mapping[str, Any], found: Iterable[str]) -> li
             out.append(language)
     goal = known.get("goal")
     dropped = isinstance(goal, str) and re.search(re.escape(goal) + _DROPPED, text, re.I)
-    if goal and dropped and "goal" not in said:
+    replanned = _PLAN_CHANGE.search(text) and _PLAN_CUE.search(text)
+    if goal and (dropped or replanned) and "goal" not in said:
         out.append(_retraction("goal"))
     loosened = "budget_limit" in known and LOOSEN.search(text) is not None
     if loosened and "budget_limit" not in said:
@@ -86,6 +104,7 @@ def stale_facts(text: str, known: Mapping[str, Any], found: Iterable[str]) -> li
             key in known
             and key not in said
             and cue.search(text)
+            and (key != "diet" or _MEAT_FREE.search(str(known[key])))
             and key not in {f.key for f in out}
         ):
             out.append(_retraction(key))

@@ -28,6 +28,22 @@ def _kin(word: str) -> str:
     return KIN_ZH_FULL.get(word, word)
 
 
+# "家里有老公和两个儿子": a household listed item by item. Every item must be a relative
+# ("家里有猫和狗" is pets, "家里有事" nothing), else the whole list is left alone.
+_HOUSEHOLD_ITEM = re.compile(rf"(?P<n>一个|两个|三个|俩|一|两|三)?(?P<rel>{KIN_ZH})")
+
+
+def _household(m: re.Match[str], sentence: str) -> list[str] | None:
+    rest = re.split(r"[，,。；;！!？?～~]", sentence[m.end() :], maxsplit=1)[0]
+    items = []
+    for piece in re.split(r"和|跟|、|还有|以及", rest):
+        hit = _HOUSEHOLD_ITEM.fullmatch(piece.strip())
+        if hit is None:
+            return None
+        items.append((hit["n"] or "") + _kin(hit["rel"]))
+    return items or None
+
+
 def _family(m: re.Match[str], sentence: str) -> str:
     rel = _kin(m.group("rel"))
     name = m.groupdict().get("name")
@@ -180,6 +196,13 @@ RULES: tuple[Rule, ...] = (
         0.85,
         value=_count_family,
         any_subject=True,
+    ),
+    rule(
+        "family",
+        r"(?:^|(?<=[，,。]))(?:我|我们)?(?:家里|家)(?:就|也|还)?有",
+        0.8,
+        value=_household,
+        claims=False,
     ),
     rule(
         "pets",
