@@ -10,6 +10,7 @@ from __future__ import annotations
 import calendar
 import re
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 __all__ = [
@@ -63,7 +64,8 @@ _DATE_FORMS = (
     re.compile(_DAY + r"\s+(?:of\s+)?" + _MONTH + _YEAR, re.IGNORECASE),
     # 1990年10月8日, 十月八号, 3月3日
     re.compile(
-        rf"(?:(?P<year>\d{{4}})\s*年\s*)?(?P<month>{_CN_NUM})\s*月\s*(?P<day>{_CN_NUM})\s*[日号]?"
+        rf"(?:(?:(?P<year>\d{{4}})|(?P<yy>\d{{2}}))\s*年\s*)?(?P<month>{_CN_NUM})\s*月"
+        rf"\s*(?P<day>{_CN_NUM})\s*[日号]?"
     ),
 )
 
@@ -101,6 +103,11 @@ def _from_match(m: re.Match[str]) -> str | None:
     raw_year = parts.get("year")
     # A two-digit year ("10/08/90") names no century: the day and month are still sure.
     year = int(raw_year) if raw_year and len(raw_year) == 4 else None
+    if parts.get("yy"):
+        # "98年" said of a birth: the latest year with those two digits that has passed.
+        year = 1900 + int(parts["yy"])
+        if year + 100 <= datetime.now(UTC).year:
+            year += 100
     if year is not None and not 1800 <= year <= 2200:
         return None
     if parts.get("mname") is None and month > 12 and day <= 12:

@@ -7,9 +7,12 @@ assistant suggesting something, and a suggestion must never become a user fact. 
 statement is in doubt (quoted, imagined, about someone else) nothing is stored.
 
 The package: :mod:`.sentences` reads a message (sentences, questions, turn words, whose
-words they are), :mod:`.money` finds budgets, :mod:`.zh` and :mod:`.en` hold the rules
-for the other keys, :mod:`.engine` applies them and :mod:`.context` resolves statements
-that lean on earlier ones.
+words they are), :mod:`.money` finds budgets, :mod:`.zh`, :mod:`.zh_goals`,
+:mod:`.zh_personal` (with :mod:`.zh_words` for reading Chinese words) and :mod:`.en`,
+:mod:`.en_goals`, :mod:`.en_personal` hold the rules for the other keys, :mod:`.engine`
+applies them and
+:mod:`.context` resolves statements that lean on earlier ones; :mod:`.stale` withdraws
+values a message changes in words the rules cannot read.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from memstack.extraction.base import Fact
-from memstack.extraction.rules import en, en_personal, zh, zh_personal
+from memstack.extraction.rules import en, en_goals, en_personal, zh, zh_goals, zh_personal
 from memstack.extraction.rules.context import (
     continuations,
     correction,
@@ -69,7 +72,14 @@ __all__ = [
     "text_locale",
 ]
 
-_RULES = (*zh.RULES, *zh_personal.RULES, *en.RULES, *en_personal.RULES)
+_RULES = (
+    *zh.RULES,
+    *zh_goals.RULES,
+    *zh_personal.RULES,
+    *en.RULES,
+    *en_goals.RULES,
+    *en_personal.RULES,
+)
 
 
 class RulesExtractor:
@@ -140,11 +150,11 @@ class RulesExtractor:
         facts = list(apply_rules(_RULES, sentence, scope))
         facts += continuations(sentence, facts)
         adds = ADDITIVE.search(sentence) is not None
-        if not any(VOCABULARY[f.key].kind == "list" for f in facts):
-            extra = ellipsis(sentence, known, found)
-            if extra is not None:
-                facts.append(extra)
-                adds = True
+        extra = ellipsis(sentence, known, found)
+        if extra is not None and extra.key not in {f.key for f in facts}:
+            # "看livehouse也喜欢，不过音乐节就不喜欢了": an echo beside another list's statement
+            facts.append(extra)
+            adds = True
         fixed = correction(sentence, known)
         if fixed is not None and fixed.key not in {f.key for f in facts}:
             facts.append(fixed)

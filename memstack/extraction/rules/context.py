@@ -35,13 +35,16 @@ _ELLIPSIS = re.compile(
     r"^(?:(?:哦|噢|对了|嗯|啊)[，,]?)?(?:还有|另外还有|以及)(?P<v>[^，,。！？!?]{1,10}?)(?:也是|也)?(?:吧|啊|呀)?$"
     r"|^(?P<v2>[^，,。！？!?我你他她]{1,10}?)也(?:是|一样)(?:的)?(?:吧|啊)?$"
     r"|^(?i:(?:oh|ah|and|also|plus|btw)[,\s]+)*(?i:and\s+)?(?P<v3>[\w-]+(?:\s+[\w-]+){0,2}?)\s*,?\s+"
-    r"(?i:too|as well)$"
+    r"(?i:too|as well|also)$"
     r"|^(?i:(?:oh\s+)?(?:and\s+)?also|plus)[,\s]+(?P<v4>[\w-]+(?:\s+[\w-]+){0,2})$"
+    # "same goes for Shein", "ditto for lilies": the last statement again, for one more item
+    r"|^(?i:(?:and\s+)?(?:the\s+)?same\s+(?:goes\s+)?for|ditto\s+(?:for|with))\s+"
+    r"(?P<v5>[\w&'-]+(?:\s+[\w&'-]+){0,2}?)(?:\s*,?\s*(?i:actually|too|as well|please|pls))?$"
 )
 # Ellipses that repeat the earlier sentiment and only make sense after it: "焦糖的也爱",
 # "not a fan of X either". They add only to a list the user already has.
 _ECHO = re.compile(
-    r"^(?P<v>[^，,。！？!?我你他她]{1,8}?)(?:味)?的?也(?:很|超|挺|都)?"
+    r"^(?P<v>[^，,。！？!?我你他她]{1,12}?)(?:味)?的?也(?:很|超|挺|都)?"
     r"(?P<how>爱|喜欢|讨厌|不喜欢|不爱|受不了|不要)(?:吃|喝|的)?(?:吧|啊|呀)?$"
     r"|^(?i:(?:I'm\s+|I\s+am\s+)?not\s+(?:a\s+)?(?:big\s+|huge\s+)?fan\s+of"
     r"|I\s+(?:also\s+)?(?:don't|do not)\s+(?:like|love|want|enjoy))"
@@ -51,6 +54,8 @@ _PET = re.compile(
     rf"^(?:[一两三四几\d]+[只条缸头匹个]|(?i:an?|one|two|three)\s+)?(?:\S{{0,3}}(?:{ANIMAL_HEADS_ZH})"
     rf"|(?i:{BREEDS_ZH}|{ANIMALS_EN})s?)$"
 )
+# "oh, and range too": a leading interjection is no clause of its own.
+_INTERJECTION = re.compile(r"^(?:(?i:oh|ah|ok|okay|btw|hmm)|哦|噢|嗯|啊)\s*[,，]\s*")
 _NEGATED = re.compile(r"不|没|别|(?i:no|not|never)\b")
 _DISLIKE_WORDS = re.compile(
     r"受不了|讨厌|烦|难吃|恶心|不喜欢|不爱|反感|(?i:\bhate|\bcan't stand|\bawful|\bterrible|\bgross"
@@ -98,7 +103,8 @@ def continuations(sentence: str, facts: list[Fact]) -> list[Fact]:
 
 def _echo(sentence: str, known: Mapping[str, Any], said: Mapping[str, Fact]) -> Fact | None:
     """ "焦糖的也爱" after "我爱抹茶": one more item for the list the user already has."""
-    m = _ECHO.match(sentence.strip(" 。.!！~～"))
+    # The echo opens the sentence; what follows it says why ("下围棋也喜欢，周末常去").
+    m = _ECHO.match(_clauses(sentence)[0])
     v = _values(m) if m else None
     if m is None or not v or is_junk(v) or is_pointer(v):
         return None
@@ -116,7 +122,7 @@ def ellipsis(sentence: str, known: Mapping[str, Any], said: Mapping[str, Fact]) 
     echoed = _echo(sentence, known, said)
     if echoed is not None:
         return echoed
-    clauses = _clauses(sentence)
+    clauses = _clauses(_INTERJECTION.sub("", sentence))
     m = _ELLIPSIS.match(clauses[0]) if clauses else None
     v = _values(m) if m else None
     if not v or is_junk(v) or is_pointer(v) or _NEGATED.match(v):

@@ -62,6 +62,18 @@ def _pet(m: re.Match[str], sentence: str) -> list[str]:
     return items
 
 
+# A sentence that lists who lives with the user: "household: me, my husband, a budgie…".
+_HOUSEHOLD = re.compile(
+    r"^(?i:(?:my\s+|our\s+)?(?:household|family|home|crew|gang)\s*(?::|=|is|consists\s+of)"
+    r"|at\s+home\s*(?::|we\s+have|there's)|(?:it's|it\s+is)\s+(?:just\s+)?me\s*(?:,|and\b))"
+    r"|(?i:\blive\s+(?:in\s+\S+(?:\s+\S+)?\s+)?(?:with|w/?)\s)"
+)
+
+
+def _household_pet(m: re.Match[str], sentence: str) -> list[str] | None:
+    return _pet(m, sentence) if _HOUSEHOLD.search(sentence) else None
+
+
 def _children(m: re.Match[str], sentence: str) -> list[str]:
     if m.group("rel"):
         return _enumerated(m, sentence, "rel")
@@ -76,7 +88,7 @@ _KIDS = (
 )
 # An animal, not a thing named after one: "cat allergy", "dog food", "dog-friendly".
 _ANIMAL = (
-    rf"(?:[\w-]+\s+){{0,2}}?(?i:{ANIMALS_EN})\b"
+    rf"(?:[\w-]+\s+){{0,2}}?(?i:{ANIMALS_EN})s?\b"
     r"(?!\s+(?i:allerg|hair|food|litter|toy|bed|sitter|door|tree|person|friendly))"
 )
 _PET_DEATH = (
@@ -111,12 +123,19 @@ RULES: tuple[Rule, ...] = (
         "diet",
         r"(?i:\b(?:I|we)(?:'m|'re|\s+am|\s+are|'ve\s+been|\s+have\s+been)\s+(?:(?:a|an|now|strictly|fully|mostly|also|still|both"
         r"|pretty much)\s+)*"
-        rf"|\bI\s+(?:eat|cook|keep|went|go|follow)\s+(?:(?:only|strictly|a)\s+)?)"
+        rf"|\bI\s+(?:eat|cook|keep|went|go|follow|do)\s+(?:(?:only|strictly|a|the)\s+)?"
+        r"|(?:^|(?<=,\s))(?:eat|eating)\s+(?:only\s+|strictly\s+)?)"
         # Hyphened qualifiers stay with the diet ("semi-vegetarian"); "non-vegan" is no diet.
         rf"(?P<v>(?i:(?:(?!non-|ex-)[a-z]+-)*(?:{DIETS_EN})))\b"
         r"(?!\s+(?i:food|restaurants?|options?|recipes?|places?|friends?|dishes?|meals?))"
-        rf"|(?i:\bI(?:'m|\s+am)\s+on\s+(?:a|the)\s+)(?P<v2>[\w-]+(?:\s+[\w-]+)?)\s+diet\b"
-        rf"|^(?P<v3>(?i:{DIETS_EN}))(?:\s+(?i:btw|too|here|myself|diet|only))?[.!]*$",
+        rf"|(?i:(?:\bI(?:'m|\s+am)\s+|^|(?<=[,.]\s))on\s+(?:a|the)\s+"
+        r"|\bI\s+(?:\w+\s+)?(?:follow|do|keep)\s+(?:a|an|the)\s+|(?:^|(?<=[,.]\s)|\b)doing\s+(?:a|an|the)\s+)"
+        r"(?P<v2>[\w-]+(?:\s+[\w-]+)?)\s+diet\b"
+        rf"|^(?P<v3>(?i:{DIETS_EN}))(?:\s+(?i:btw|too|here|myself|diet|only)){{0,2}}[.!]*$"
+        # "fully vegan since March", "low-carb eater": a chat fragment about oneself
+        rf"|(?:^|(?<=,\s))(?i:(?:well|so|ok|okay)[,\s]+)?(?i:(?:fully|strictly|now|mostly|full)\s+)+"
+        rf"(?P<v4>(?i:{DIETS_EN}))\b"
+        rf"|(?:^|(?<=,\s))(?P<v5>(?i:{DIETS_EN}))\s+(?i:eater|here|now)\b",
         0.9,
         statements_only=True,
     ),
@@ -138,11 +157,22 @@ RULES: tuple[Rule, ...] = (
         statements_only=True,
         retracts=True,
     ),
+    # Outgrown with nothing named ("turns out I outgrew it"): every allergy on record ends.
+    rule(
+        "allergies",
+        r"(?i:\bI(?:'ve|\s+have)?\s+(?:outgrew|outgrown)\s+(?:it|them|the\s+allerg(?:y|ies))\b"
+        r"|\b(?:I(?:'m|\s+am)\s+)?(?:no\s+longer\s+allergic|not\s+allergic\s+(?:anymore|any more"
+        r"|any longer))\b(?!\s+to\b))",
+        0.9,
+        statements_only=True,
+        retracts=True,
+        value=lambda m, s: None,
+    ),
     rule(
         "allergies",
         r"(?i:\bI(?:'m|\s+am)\s+(?:(?:very|severely|highly|mildly|super|also|a bit|slightly|really"
         r"|deathly)\s+)*allergic\s+to\s+"
-        rf"|{CLAUSE_START}(?:also\s+|and\s+)?allergic\s+to\s+)",
+        rf"|{CLAUSE_START}(?:oh\s+|also\s+|and\s+)*allergic\s+to\s+)",
         0.9,
         statements_only=True,
     ),
@@ -196,7 +226,7 @@ RULES: tuple[Rule, ...] = (
     ),
     rule(
         "pets",
-        rf"(?i:\b(?:my|our|the)\s+)(?P<animal>{_ANIMAL})\s+(?i:just\s+|recently\s+)?{_PET_DEATH}"
+        rf"(?i:\b(?:my|our|the)\s+)(?P<animal>{_ANIMAL})(?:\s+{NAME})?\s+(?i:just\s+|recently\s+)?{_PET_DEATH}"
         rf"|(?i:\b(?:I|we)\s+had\s+(?:a|an)\s+)(?P<a2>{_ANIMAL})(?i:\s+but\s+(?:she|he|it|they)\s+(?:\w+\s+)?){_PET_DEATH}"
         rf"|(?i:\b(?:lost|had to put down|gave away|rehomed)\s+(?:my|our)\s+)(?P<a3>{_ANIMAL})",
         0.85,
@@ -204,10 +234,21 @@ RULES: tuple[Rule, ...] = (
         retracts=True,
         value=lambda m, s: m.group("animal") or m.group("a2") or m.group("a3"),
     ),
+    # "we're pet-free now", "no pets anymore": whichever pet it was, none is left.
     rule(
         "pets",
-        r"(?i:\b(?:I|we)\s+(?:also\s+|still\s+)?(?:have|'ve got|have got|got|own|adopted"
-        r"|rescued)\s+)"
+        r"(?i:\b(?:I'm|I\s+am|we're|we\s+are)\s+(?:now\s+)?pet-?\s?free\b"
+        r"|\bno\s+(?:more\s+)?pets\s+(?:anymore|any more|now)\b"
+        r"|\b(?:I|we)\s+(?:don't|do not)\s+have\s+(?:a|any)\s+pets?\s+(?:anymore|any more)\b)",
+        0.85,
+        statements_only=True,
+        retracts=True,
+        value=lambda m, s: None,
+    ),
+    rule(
+        "pets",
+        r"(?i:\b(?:I|we)(?:'ve\s+got|\s+(?:also\s+|still\s+)?(?:have|have got|got|own|adopted"
+        r"|rescued))\s+|\bliving\s+with\s+|^(?:also\s+)?(?:got|have)\s+)"
         rf"(?P<n>(?i:a|an|one|two|three|\d))\s+(?P<animal>{_ANIMAL})"
         rf"(?:,?\s+(?i:named|called)\s+(?P<name>{NAME}))?",
         0.85,
@@ -216,7 +257,15 @@ RULES: tuple[Rule, ...] = (
     ),
     rule(
         "pets",
-        rf"(?i:\bmy\s+)(?P<animal>{_ANIMAL})(?:'s\s+name\s+is\s+|,?\s+(?i:named\s+|called\s+)?)?(?P<name>{NAME})?",
+        r"(?:(?<=,\s)|(?<=,)|\b(?:and|plus)\s+)(?P<n>(?i:a|an|one|two|three|\d))\s+"
+        rf"(?P<animal>{_ANIMAL})(?:,?\s+(?i:named|called)\s+(?P<name>{NAME}))?",
+        0.85,
+        statements_only=True,
+        value=_household_pet,
+    ),
+    rule(
+        "pets",
+        rf"(?i:\b(?:my|our)\s+)(?P<animal>{_ANIMAL})(?:'s\s+name\s+is\s+|,?\s+(?i:named\s+|called\s+)?)?(?P<name>{NAME})?",
         0.85,
         statements_only=True,
         value=_pet,

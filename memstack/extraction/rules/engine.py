@@ -59,11 +59,12 @@ _STOP_WORDS = frozenset(
     "however though although if which that this do don't dont not no never stop the especially "
     "particularly mainly mostly like except such love hate enjoy prefer allergic "
     # Degree words open a judgement ("cruises, way too crowded"), not another item.
-    "way too very really pretty kinda quite super overly far much totally".split()
+    "way too very really pretty kinda quite super overly far much totally ever even mine our "
+    "their his her".split()
 )
 _VERBISH = re.compile(
     r"(?i:\b(?:is|are|was|were|be|been|am|has|have|had|do|does|did|can|could|will|would"
-    r"|should|get|gets|got|makes?|looks?|feels?)\b|'s\b|'re\b)"
+    r"|should|get|gets|got|makes?|looks?|feels?)\b|'s\b|'re\b|\b\w+ing\s+to\b)"
 )
 _HARD_STOP = re.compile(
     r"[，；;：:。！？!?\n]|但是|可是|因为|所以|不过|而且|并且|然后|预算|〔"
@@ -77,14 +78,15 @@ _JUNK = frozenset(
     """的 了 吧 呢 啊 它 它们 他 她 这个 那个 这些 那些 这种 那种 这样 那样 东西 一切 所有 什么
     都 也 就 还 很 太 好 行 嗯 哦 them it that this those these one ones stuff things thing
     everything anything something nothing all much more lot lots some any none way kind sort
-    mine yours his hers theirs ours here there him her us you me 你 您 我 你们 他们 她们""".split()
+    mine yours his hers theirs ours here there him her us you me 你 您 我 你们 他们 她们
+    now then anymore either though tho em 'em""".split()
 )
 # Confidence of a goal read from a bare need ("I need a X", "想要一个X"): it names the
 # goal only while no other goal is in play.
 WEAK_GOAL = 0.7
 # Confidence of a name given as what to be called ("叫我小静就行", "call me Bob"): it
 # names the user only while no full name is known.
-NICKNAME = 0.9
+NICKNAME = 0.88
 # Confidence of a goal read from a switch ("改成X吧", "X instead"): a switch names a goal
 # only when there is one to switch from.
 SWITCHED_GOAL = 0.75
@@ -104,12 +106,14 @@ def cut(rest: str) -> str:
         rest = rest[: m.start()]
     parts = rest.split(",")
     kept = [parts[0]]
-    for part in parts[1:]:
+    for i, part in enumerate(parts[1:], 2):
         words = part.split()
+        if i == len(parts) and len(words) >= 2 and words[0].casefold() in ("and", "or"):
+            words = words[1:]  # "hiking, biking, and reading": the list's last item
         if (
             not words
             or len(words) > 4
-            or words[0].casefold() in _STOP_WORDS
+            or words[0].casefold().strip(".!?") in _STOP_WORDS
             or has_cjk(part)
             or _VERBISH.search(part)
         ):
@@ -137,11 +141,11 @@ _FUNCTION_VERBS = frozenset(
 def is_junk(value: str) -> bool:
     """A value that is only a pronoun, a particle, a pointer or a masked quote."""
     s = value.strip(" \t\"'“”‘’。.,，!！?？~～")
-    if not s or MASK in s or "〔" in s:
+    if not s or MASK in s or "〔" in s or re.fullmatch(r"[了吧呢啊哈啦呀哦嘛]+", s):
         return True
     if s.casefold() in _JUNK or re.fullmatch(r"[\d\s.,]+", s):
         return True
-    if re.match(r"(?:一?[点些]|个)?(?:东西|啥|什么)", s):
+    if re.match(r"(?:一?[点些]|个)?(?:东西|啥|什么)|一?[点些](?:吃|喝|用|玩)", s):
         # "(买)点东西奖励自己": "something" heads the phrase, so it names nothing.
         return True
     return s.casefold().startswith("to ") and _infinitive(s) is None
@@ -162,7 +166,8 @@ def _infinitive(value: str) -> str | None:
 
 # A vague tail that stands for "and similar things": "Lego and stuff like that" likes Lego.
 _VAGUE_TAIL = re.compile(
-    r"(?i:(?:\s*,?\s*(?:and|or)\s+|^)(?:stuff|things|everything|anything|something|whatnot)"
+    r"(?i:\s+at\s+all|\s+whatsoever"
+    r"|(?:\s*,?\s*(?:and|or)\s+|^)(?:stuff|things|everything|anything|something|whatnot)"
     r"(?:\s+(?:like\s+(?:that|this|it)|of\s+(?:that|the)\s+(?:sort|kind)))?"
     r"|\s*,?\s*(?:etc\.?|and so on|and the like|or whatever|or so))$"
 )
@@ -173,6 +178,7 @@ _JUDGEMENT = re.compile(
     r"(?:too|so|very|overly|super|quite)\s+[a-z-]+$)"
     r"|^(?:太|有点|有些|非常|特别|挺|很)[\u4e00-\u9fff]{1,3}了$|^(?:有点|有些)[\u4e00-\u9fff]{1,3}$"
 )
+_DISCOURSE = re.compile(r"^(?i:(?:actually|well|ok|okay|so|oh|honestly|anyway|and|but)[,\s]+)+")
 # "我喜欢的那款…": 的 after the verb makes a relative clause, so nothing after it is liked.
 _RELATIVE = re.compile(r"^的")
 _LIST_KEYS = frozenset({"likes", "dislikes", "focus", "do_not_recommend", "allergies"})
@@ -203,10 +209,19 @@ def _tidy(value: str, key: str) -> str | None:
         return None
     # "华为的", "Nikon的": a trailing 的 only marks the noun the user left out.
     v = re.sub(r"(?<=[\u4e00-\u9fffA-Za-z0-9])的+$", "", value.strip())
+    # A discourse word opening the clause is no part of the value ("actually ankle support").
+    v = _DISCOURSE.sub("", v)
     # Quote marks around a word the user stressed ("I don't like 'smart' TVs").
     v = re.sub(r"[\"“”「」『』‘’]|(?<![A-Za-z])'|'(?![A-Za-z])", "", v).strip()
     if key in _LIST_KEYS:
         v = _VAGUE_TAIL.sub("", v).strip()
+        # "stuff from tiktok shop", "商场啥的": the source named, not a pointer to it
+        v = re.sub(r"^(?i:(?:stuff|things|anything|products|items)\s+(?:from|by|at|on)\s+)", "", v)
+        v = re.sub(r"(?:啥的|啥|什么的|之类的?|等等)$", "", v).strip()
+        # "hate crowds too", "salsa dancing 💃": an adding word or an emoji closes the item
+        v = re.sub(
+            r"(?i:\s+(?:too|as well|also))$|\s*[\U0001F300-\U0001FAFF\u2600-\u27BF]+$", "", v
+        )
         if _JUDGEMENT.search(v):
             return None
     if is_junk(v) or (key in POINTABLE | {"name"} and is_pointer(v)):

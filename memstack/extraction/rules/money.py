@@ -70,7 +70,7 @@ _ASKS_ABOUT_AMOUNT = re.compile(
 )
 _UNKNOWN_CODE = re.compile(r"\s*[A-Z]{3}\b")
 _SHARED_UNIT = re.compile(
-    r"\s*(?:到|至|-|–|~|～|(?i:to|and))\s*\d+(?:\.\d+)?\s*(?P<unit>[kKw千万]|(?i:thousand|grand))"
+    r"\s*(?:到|至|-|–|~|～|(?i:to|and))\s*(?P<upper>\d+(?:\.\d+)?)\s*(?P<unit>[kKw千万]|(?i:thousand|grand))"
     r"(?![A-Za-z\d])"
 )
 # A change of a known budget needs no turn word when the user tells it to change: "bump it
@@ -79,15 +79,15 @@ _SHARED_UNIT = re.compile(
 _CHANGE_TO = re.compile(
     r"^\s*(?:那|就|再|我|预算|要不|还是|可以|决定|打算|准备)*(?:往上|往下)?(?:调|提|提高|涨|降|降低|改|加|放宽|压|减|砍|上)到"
     r"|^\W*(?i:(?:ok|okay|hmm|so|let's|can you|could you|please|I'll|I will|I'd|I'm gonna)\s+)*"
-    r"(?i:bump|rais|increas|lower|push|cut|reduc|chang|mov|bring)\w*"
+    r"(?i:bump|rais|increas|lower|push|cut|reduc|chang|mov|bring|drop|trim|knock)\w*"
     r"(?i:\s+(?:it|that|this|the\s+budget|my\s+budget|the\s+limit))?(?i:\s+(?:up|down))?\s+to\b"
 )
 # Loosening (or tightening) the known budget without saying "to": "再多给点空间，两百也行",
 # "I can stretch a little, 900 works". Its bare amounts are the new limit.
 LOOSEN = re.compile(
-    r"再多(?:给|加|出|花)|多给(?:点|些)?(?:空间|预算)|放宽|(?:往上|往下)(?:调|提|加|浮|走)"
+    r"再多(?:给|加|出|花)|多给(?:点|些)?(?:空间|预算)|再加(?:点|些|一点)|放宽|(?:往上|往下)(?:调|提|加|浮|走)"
     r"|预算再(?:加|多|提|高)|(?i:\bstretch (?:to|it|the budget|my budget|a (?:bit|little))\b"
-    r"|\bgo (?:a bit |a little )?higher\b|\bwiggle room\b"
+    r"|\bgo (?:a bit |a little )?higher\b|\bwiggle room\b|\d\s+it\s+is\b"
     r"|\b(?:raise|increase) (?:it|the budget|my budget)\b)"
 )
 _YEAR_BEFORE = re.compile(r"(?i:\b(?:in|since|from|by|until|before|after|of)\s+|[在于从到]\s*)$")
@@ -116,14 +116,14 @@ _MINE = re.compile(
     r"^\W*(?:我的|我自己的?|我这边|(?i:mine\b|mine's|my own\b|as for me\b|for me\b))"
 )
 _JOIN = re.compile(
-    r"^\s*(?:到|至|-|–|—|~|～|到了|(?i:to|and|through))\s*$"
+    r"^\s*(?:到|至|-|–|—|~|～|到了|(?i:to|and|through))\s*[$€£¥₹]?\s*$"
     r"|^\s*(?P<change>改到|改成|改为|提到|提高到|涨到|加到|降到|降低到|调到|调整到|变成|换成|->|→|=>)\s*$"
 )
 _CHANGE_VERB = re.compile(r"改|调|提高|涨|降|(?i:\bchang|\braise|\bincreas|\bbump|\blower|\bmov)")
 # Colons stay inside a clause: "预算：5000" is one statement.
 _CLAUSE = re.compile(r"[，；;]|,(?!\d{3}\b)|\s+but\s+")
-# "5000-8000": a range; "i7-13700" is a model number (a letter before the first number).
-_DASH_RANGE = re.compile(r"(?<![A-Za-z\d.\-_#])(\d[\d,.]*[kKw万千]?)\s*[-–~～]\s*(?=\d)")
+# "5000-8000", "£25-£40": a range; "i7-13700" is a model number (a letter before the first number).
+_DASH_RANGE = re.compile(r"(?<![A-Za-z\d.\-_#])(\d[\d,.]*[kKw万千]?)\s*[-–~～]\s*(?=[$€£¥₹]?\d)")
 # Currency words that name money wherever they stand: 刀 (knife), 欧 (北欧) and 块 (piece)
 # count only right after a number.
 _NAMED_CURRENCY = re.compile(
@@ -174,8 +174,9 @@ def _amounts(clause: str) -> list[_Amount]:
         if shared and "and" in shared.group().casefold():
             # "3 and 5k" is a range only as "between 3 and 5k".
             shared = shared if re.search(r"(?i:\bbetween\s+)$", clause[: m.start()]) else None
-        if shared and not marker and not magnitude:
-            # "between 8 and 12k", "8到12万": the unit of the upper bound is the lower's too.
+        if shared and not marker and not magnitude and value < float(shared.group("upper")):
+            # "between 8 and 12k", "8到12万": the unit of the upper bound is the lower's too
+            # (not in "900 to 1.2k", where the lower bound is already in units).
             value *= parse_number("1" + shared.group("unit")) or 1
             magnitude = True
         if not marker and not magnitude and (has_cjk(num) or value < 20):

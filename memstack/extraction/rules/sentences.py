@@ -21,6 +21,10 @@ MASK = "〔〕"
 TURN_WORDS = re.compile(
     r"其实|不过|改一下|改成|改为|改到|还是|算了|换成|更正|说错了|打错了|写错了|不对|改主意|纠正一下"
     r"|想了想|转念一想|仔细想想|重新考虑"
+    # "只喜欢X": only X from now on, so X replaces the list rather than joining it
+    r"|只喜欢|只爱|(?i:\bonly (?:like|love|enjoy|want)\b)"
+    # "I meant persian", "eh, not anymore": the earlier statement no longer stands
+    r"|(?i:\bI meant\b|\bnot anymore\b|\bnot any more\b)"
     r"|(?i:\bactually\b|\binstead\b|\bchanged? my mind\b|\bon second thought\b"
     r"|\bscratch that\b|\bcorrection\b|\bmake (?:it|that)\b|\blet me correct\b|\bnever ?mind\b"
     r"|\bwait,? no\b|\bno,? wait\b|\bnah\b|\bnvm\b|\bhold on\b)"
@@ -103,8 +107,28 @@ _CHAT_SPELLINGS = {
     "didnt": "didn't",
     "isnt": "isn't",
     "wont": "won't",
+    # Cue words people often misspell in chat; the rules match the standard spelling.
+    "alergic": "allergic",
+    "alergy": "allergy",
+    "alergies": "allergies",
+    "allergys": "allergies",
+    "vegitarian": "vegetarian",
+    "vegeterian": "vegetarian",
+    "lookign": "looking",
+    "loking": "looking",
+    "huntng": "hunting",
+    "shoping": "shopping",
+    "recomend": "recommend",
+    "reccomend": "recommend",
+    "recommed": "recommend",
 }
 _CHAT_WORD = re.compile(r"\b(?:" + "|".join(_CHAT_SPELLINGS) + r")\b", re.IGNORECASE)
+
+
+# An emoji between Chinese words ends a clause as a comma does: "不用减😂 现在改成…".
+_EMOJI_GAP_ZH = re.compile(
+    r"(?<=[\u4e00-\u9fff])\s*[\U0001F300-\U0001FAFF\u2600-\u27BF]+\uFE0F?\s*(?=[\u4e00-\u9fff])"
+)
 
 
 def tidy_chat(text: str) -> str:
@@ -114,6 +138,7 @@ def tidy_chat(text: str) -> str:
     text = re.sub(r"(?<=[A-Za-z0-9])\s+[—–-]{1,2}\s+(?=[A-Za-z])", ", ", text)
     # An emoji between words of a Latin sentence ends a clause: "Rahul here 👋 data analyst".
     text = _EMOJI_GAP.sub(", ", text)
+    text = _EMOJI_GAP_ZH.sub("，", text)
     return _CHAT_WORD.sub(lambda m: _CHAT_SPELLINGS[m.group().casefold()], text)
 
 
@@ -144,7 +169,7 @@ _SPEAKER_WORDS = re.compile(
 # Something said, written or pasted by someone else, introduced with a colon.
 _REPORTED_COLON = re.compile(
     # (idioms built on 说 introduce the user's own story: "说来话长：", "说实话：")
-    r"(?:(?<!我)(?:说(?!来话长|实话|真的|白了|起来)|讲|写)|回复|回答|建议|如下|以下是|原话|写着|显示"
+    r"(?:(?<!我)(?:说(?!来话长|实话|真的|白了|起来|(?:一)?下(?:我|自己))|讲|写)|回复|回答|建议|如下|以下是|原话|写着|显示"
     r"|(?i:\bsaid|\bsays|\bsaying|\bwrote|\bwrites|\breplied|\banswered|\bsuggested"
     r"|\brecommended|\bpast(?:e|ed|ing)|\bcop(?:y|ied|ying)|\bquote|\breads|\bstates"
     r"|\byour\s+(?:last\s+|previous\s+|earlier\s+)?(?:answer|reply|response|message)))"
@@ -161,7 +186,7 @@ _REPORTED_EN = re.compile(
     r"|writes|insists|insisted)\b)"
 )
 _NOT_REPORTING = re.compile(r"(?i:\b(?:I|we)\s+(?:\w+\s+)?|\b(?:that|having|as)\s+)$")
-_CLAUSE_END = re.compile(r"[，,；;。！？!?\n]")
+_CLAUSE_END = re.compile(r"[，,；;。！？!?\n]|\.(?=\s|$)")
 
 # "if I won 40k ...", "如果中了大奖 ...": from the marker to the end of the sentence.
 _HYPOTHETICAL = re.compile(

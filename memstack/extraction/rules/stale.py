@@ -32,7 +32,7 @@ _CHANGE = re.compile(
 # and "my boss" talk about work or home without changing them).
 _CUES: dict[str, re.Pattern[str]] = {
     "occupation": re.compile(
-        r"转行|改行|辞职|跳槽|入职|换(?:了)?(?:份|个)?工作|新工作|开了(?:一)?[家个间]|当上|升职|不干了"
+        r"转行|改行|辞职|辞了|辞掉|不干了|跳槽|入职|考上|上岸|现在(?:在\S{1,8}?)?(?:当|做|干)|换(?:了)?(?:份|个)?工作|新工作|开了(?:一)?[家个间]|当上|升职|不干了"
         r"|(?i:\bnew job\b|\bcareer change\b|\bquit my job\b|\bpromoted\b|\bgot hired\b"
         r"|\bbecame an?\b|\bretired\b|\bwork(?:ing)? as\b"
         rf"|\bI'?m (?:(?:now|officially|finally) )+an? (?:\w+ )?(?:{OCCUPATION_EN}))"
@@ -67,6 +67,19 @@ _DROPPED = (
     r"|(?i:is out\b|out\b|sorted\b|done\b|not happening\b|off the (?:list|table)\b"
     r"|on hold\b|can wait\b))"
 )
+# ... or dropped by a verb before its name: "forget the kayak", "算了，跑步机".
+_DROP_BEFORE = (
+    r"(?:(?i:\b(?:forget|skip|scratch|drop|never ?mind|nvm)\s+(?:about\s+)?"
+    r"(?:the\s+|that\s+|my\s+)?)"
+    r"|(?:不考虑|放弃|不看)了?)"
+)
+# The likes on record withdrawn without naming them: "i'm so over them", "都不喜欢了".
+_OVER_IT = re.compile(
+    r"(?i:\bI'?m\s+(?:so\s+|totally\s+|kinda\s+)?over\s+(?:it|them|that)\b"
+    r"|\bnot\s+into\s+(?:it|them|that)\s+(?:anymore|any more)\b)|都不喜欢了|不感兴趣了"
+)
+# "打错了，是保加利亚语": a correction names the language the user meant.
+_MISTYPED = re.compile(r"[打写说]错了|(?i:\btypo\b|\bI meant\b)")
 _LANGUAGE_WORDS = sorted(LANGUAGES, key=len, reverse=True)
 _LANGUAGE_NAME = re.compile(
     "|".join(re.escape(w) if not w.isascii() else rf"\b{re.escape(w)}\b" for w in _LANGUAGE_WORDS),
@@ -90,10 +103,19 @@ def stale_facts(text: str, known: Mapping[str, Any], found: Iterable[str]) -> li
         if language is not None:
             out.append(language)
     goal = known.get("goal")
-    dropped = isinstance(goal, str) and re.search(re.escape(goal) + _DROPPED, text, re.I)
+    dropped = isinstance(goal, str) and (
+        re.search(re.escape(goal) + _DROPPED, text, re.I)
+        or re.search(_DROP_BEFORE + re.escape(goal), text, re.I)
+    )
     replanned = _PLAN_CHANGE.search(text) and _PLAN_CUE.search(text)
     if goal and (dropped or replanned) and "goal" not in said:
         out.append(_retraction("goal"))
+    gone = _pets_gone(text, known.get("pets"))
+    if gone and "pets" not in said:
+        out.append(_retraction("pets").model_copy(update={"value": gone}))
+    over = "likes" in known and "likes" not in said and _OVER_IT.search(text)
+    if over:
+        out.append(_retraction("likes"))
     loosened = "budget_limit" in known and LOOSEN.search(text) is not None
     if loosened and "budget_limit" not in said:
         out.append(_retraction("budget_limit"))
@@ -111,6 +133,36 @@ def stale_facts(text: str, known: Mapping[str, Any], found: Iterable[str]) -> li
     return out
 
 
+# A named pet that died or left, said by its name: "灰灰上个月走了", "Noodle went to live
+# with my cousin".
+_PET_GONE = (
+    r"[^，,。.!?！？]{0,12}?(?:去世|死|走|没|送人|病逝|离开)了"
+    r"|(?i:[^,.!?]{0,20}?\b(?:passed away|died|was put down|went to live with|was rehomed"
+    r"|got rehomed|ran away|is gone)\b)"
+)
+
+
+# ... or with the verb before the name: "had to put Nutmeg down", "把豆芽送人了".
+_PET_GONE_BEFORE = (
+    r"(?i:\bput\s+NAME\s+(?:down|to sleep)\b|\b(?:lost|buried|rehomed|gave away|rip)\s+NAME\b)"
+    r"|把NAME(?:送人|送走|送给)"
+)
+
+
+def _pets_gone(text: str, pets: Any) -> list[str]:
+    if not isinstance(pets, list):
+        return []
+    gone = []
+    for item in pets:
+        name = re.escape(str(item).partition(": ")[2])
+        if name and (
+            re.search(name + f"(?:{_PET_GONE})", text, re.IGNORECASE)
+            or re.search(_PET_GONE_BEFORE.replace("NAME", name), text, re.IGNORECASE)
+        ):
+            gone.append(str(item))
+    return gone
+
+
 def _language_change(text: str, current: Any) -> Fact | None:
     """The reply language a corrected request names."""
     if not (_CHANGE.search(text) or TURN_WORDS.search(text)):
@@ -119,7 +171,7 @@ def _language_change(text: str, current: Any) -> Fact | None:
     others = list(dict.fromkeys(code for code in named if code != current))
     if not others:
         return None
-    if not _REPLY_WORDS.search(text):
+    if not (_REPLY_WORDS.search(text) or _MISTYPED.search(text)):
         return None  # "I'm learning Korean now": a language, but not how to reply
     # "I know I asked for Portuguese, but plain English from here": the last one named.
     return Fact(

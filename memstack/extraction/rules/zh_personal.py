@@ -17,7 +17,7 @@ from memstack.extraction.rules.lexicon import (
     KIN_ZH,
     KIN_ZH_FULL,
 )
-from memstack.extraction.rules.zh import ADV, CJK, END, tags
+from memstack.extraction.rules.zh_words import ADV, CJK, END, tags
 
 
 def _diet(m: re.Match[str], sentence: str) -> str:
@@ -44,6 +44,26 @@ def _household(m: re.Match[str], sentence: str) -> list[str] | None:
     return items or None
 
 
+# "我们家三口人：我、我先生，还有闺女小满": the members counted, then listed.
+_MEMBER = re.compile(
+    rf"^(?:还有|以及|和|跟)?(?:我的?|我家)?(?P<rel>{KIN_ZH})(?P<name>{CJK}{{1,3}})?$"
+)
+
+
+def _members(m: re.Match[str], sentence: str) -> list[str] | None:
+    items = []
+    for piece in re.split(r"[、，,；;]|和|还有|以及", sentence[m.end() :].split("。")[0]):
+        piece = piece.strip(" ～~!！")
+        if piece in ("", "我", "我自己", "本人"):
+            continue
+        hit = _MEMBER.match(piece)
+        if hit is None or (hit["name"] or "").startswith("们"):
+            break  # the list is over: "…，另外养了只猫"
+        rel = _kin(hit["rel"])
+        items.append(f"{rel}: {hit['name']}" if hit["name"] else rel)
+    return items or None
+
+
 def _family(m: re.Match[str], sentence: str) -> str:
     rel = _kin(m.group("rel"))
     name = m.groupdict().get("name")
@@ -58,8 +78,9 @@ def _family(m: re.Match[str], sentence: str) -> str:
 def _family_with(m: re.Match[str], sentence: str) -> list[str]:
     """Everyone the user does something with: "我和爸妈带着妹妹去厦门" → 爸妈, 妹妹."""
     clause = re.split(r"[，,。！？!?；;]", sentence[m.start() :], maxsplit=1)[0]
-    found = re.findall(rf"(?:和|跟|带着|带|陪着|陪|同)(?:我的?)?({KIN_ZH})(?!们)", clause)
-    return [_kin(k) for k in found]
+    runs = re.findall(rf"(?:和|跟|带着|带|陪着|陪|同)(?:我的?)?((?:{KIN_ZH})+)(?!们)", clause)
+    # "带老婆孩子去清迈": kin terms side by side are several people.
+    return [_kin(k) for run in runs for k in re.findall(KIN_ZH, run)]
 
 
 def _count_family(m: re.Match[str], sentence: str) -> str:
@@ -100,10 +121,10 @@ _PET_NAME = rf"(?:[，,]?(?:叫|名叫|叫做|名字叫)(?P<name>{CJK}{{1,4}}?|[
 # When a pet died or left: "猫去年走了", "狗，前几天去世了".
 _WHEN = r"(?:去年|前年|上个月|上周|前几天|前阵子|昨天|今年|已经|早就|也|刚刚?|不幸)*"
 _MORE_PETS = re.compile(
-    rf"(?:[，,、和：:]|还有)?(?P<n>一|两|三|几|\d)(?P<cl>只|条|头|匹)(?P<animal>{_ANIMAL}){_PET_NAME}"
+    rf"(?:[，,、和：:]\s*)?(?:还有|另外还有|以及|另外)?(?P<n>一|两|三|几|\d)(?P<cl>只|条|头|匹)(?P<animal>{_ANIMAL}){_PET_NAME}"
 )
 _DATE = (
-    r"(?:\d{4}\s*年\s*)?[\d一二三四五六七八九十〇零两]{1,3}\s*月\s*[\d一二三四五六七八九十〇零两]{1,3}\s*[日号]?"
+    r"(?:\d{4}\s*年\s*|\d{2}\s*年\s*)?[\d一二三四五六七八九十〇零两]{1,3}\s*月\s*[\d一二三四五六七八九十〇零两]{1,3}\s*[日号]?"
     r"|\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}"
 )
 
@@ -112,16 +133,41 @@ RULES: tuple[Rule, ...] = (
     rule(
         "diet",
         rf"(?:我|我们|我们家|我家)(?:自己)?(?:现在|目前|一直|已经|平时|基本上?|常年|从小|也|都|是|在|坚持|开始"
-        r"|最近|这几年|长期|主要)*"
+        r"|最近|这几年|这半年|这阵子|这几个月|长期|主要|吃)*"
         rf"(?P<v>{DIET_WORDS_ZH})(?!菜|的人|餐厅|馆)(?:主义者|者|主义|饮食)?",
         0.9,
+        statements_only=True,
+        value=_diet,
+    ),
+    # "只能吃无麸质的", "现在改成高蛋白饮食了": a named diet, or any "…饮食" the user keeps.
+    rule(
+        "diet",
+        rf"(?:我|^|(?<=[，,。]))(?:现在|目前|平时|一直)*(?:只能吃|只吃)(?P<v>{DIET_WORDS_ZH})(?:的)?"
+        rf"|(?:我|^|(?<=[，,。]))(?:现在|目前|已经|开始|平时|一直|改成|换成|在|是|坚持)+(?P<v2>{CJK}{{2,4}}饮食)(?!的人|店|馆)",
+        0.85,
+        statements_only=True,
+        value=lambda m, s: _diet(m, s) if m["v"] else m["v2"],
+    ),
+    # "平时吃低嘌呤的": a diet named by what it limits or favours.
+    rule(
+        "diet",
+        r"(?:我|^|(?<=[，,。]))(?:[^，,。]{0,6}?(?:吃|是))?"
+        r"(?P<v>(?:低|无|少|高)(?:嘌呤|糖|盐|脂|碳水|麸质|油|钠|蛋白|GI))(?:饮食|的)",
+        0.85,
+        statements_only=True,
+    ),
+    # "现在按低脂吃了": eating by a diet's rules.
+    rule(
+        "diet",
+        rf"(?:^|(?<=[，,。]))(?:我)?(?:现在|目前|已经|开始)*按(?:照)?(?P<v>{DIET_WORDS_ZH})(?:饮食)?(?:的?标准)?(?:来)?吃",
+        0.85,
         statements_only=True,
         value=_diet,
     ),
     # A subjectless clause of a self-description: "…，素食主义者，…", "只吃清真的".
     rule(
         "diet",
-        rf"(?:^|(?<=[，,。！!]))(?:平时|一直|只|都|基本)*(?P<v>{DIET_WORDS_ZH})(?:主义者|者)?"
+        rf"(?:^|(?<=[，,。！!]))(?:平时|一直|只|都|基本|吃)*(?P<v>{DIET_WORDS_ZH})(?:主义者|者)?"
         r"(?=$|[，,。！!]|的(?:$|[，,。！!]))",
         0.85,
         statements_only=True,
@@ -143,9 +189,20 @@ RULES: tuple[Rule, ...] = (
         statements_only=True,
         retracts=True,
     ),
+    # "现在已经不过敏了" with nothing named: every allergy on record ends; a test result
+    # ("复查说…") speaks of the user.
     rule(
         "allergies",
-        rf"(?:我(?:自己)?|^|(?<=[，,\s]))(?:另外|而且|还有)?{ADV}(?:是)?对(?P<v>[^，,。！？!?]{{1,12}}?)(?:有点|有些|比较|很|非常|特别|严重)?过敏",
+        r"(?:我|^|(?<=[，,\s]))(?:(?:复查|检查|化验|体检|测试)(?:结果)?(?:说|显示)?)?"
+        r"(?:现在|已经|早就|也|都|基本)*(?:不(?:再)?过敏了|没有?过敏了)",
+        0.9,
+        statements_only=True,
+        retracts=True,
+        value=lambda m, s: None,
+    ),
+    rule(
+        "allergies",
+        rf"(?:我(?:自己)?|^|(?<=[，,\s]))(?:另外|而且|还有)?{ADV}(?:是)?对(?P<v>[^，,。！？!?我对]{{1,12}}?)(?:有点|有些|比较|很|非常|特别|严重)?过敏",
         0.9,
         statements_only=True,
     ),
@@ -155,12 +212,22 @@ RULES: tuple[Rule, ...] = (
         r"|我(?:自己)?(?:有)?(?P<v2>[^对是有，,。！？!?\s]{1,6}?)过敏(?!吗)",
         0.9,
         statements_only=True,
-        reject=re.compile(r"^(?:点|些|一点|严重|轻微|容易|季节性|不|会|是)"),
+        reject=re.compile(rf"^(?:点|些|一点|严重|轻微|容易|季节性|不|会|是)|[（）()]|{KIN_ZH}"),
+    ),
+    # "小龙虾也过敏": one more allergen, fronted, the user left out.
+    rule(
+        "allergies",
+        r"(?:^|(?<=[，,。]))(?P<v>[^，,。！？!?我你他她对]{1,8}?)(?:也|还)(?:有点|会|都)?过敏(?!吗|不)",
+        0.85,
+        statements_only=True,
     ),
     rule(
         "birthday",
-        rf"我(?:的)?生日(?:快到了|马上就?到了|要到了|就要到了)?[，,]?(?:是|在)?(?P<v>{_DATE})|我(?:是)?(?P<v2>{_DATE})(?:出生|生)"
-        rf"|我?出生(?:于|在|日期是)(?P<v3>{_DATE})",
+        rf"我(?:的)?生日(?:快到了|马上就?到了|要到了|就要到了)?[，,]?(?:是|在)?[（(]?(?P<v>{_DATE})|我(?:是)?(?P<v2>{_DATE})(?:出生|生)"
+        rf"|我?出生(?:于|在|日期是)(?P<v3>{_DATE})"
+        # A clause of a self-description: "…，生日是八月二十九，…"
+        rf"|(?:^|(?<=[，,：:]))生日(?:是|在)?(?P<v4>{_DATE})"
+        rf"|(?:^|(?<=[，,]))(?:是)?(?P<v5>{_DATE})(?:出生|生)的?(?=$|[，,。！!])",
         0.9,
         statements_only=True,
     ),
@@ -179,6 +246,16 @@ RULES: tuple[Rule, ...] = (
         0.85,
         value=_family_with,
         any_subject=True,
+        claims=False,  # "我和老公养了只猫": the same words say who keeps the pet
+    ),
+    # "想给女儿买个手表", "带闺女去看病": the user does something for or with a relative.
+    rule(
+        "family",
+        r"(?:^|(?<=[，,。：:]))(?:想|打算|准备|要|今天|周末|明天|七夕|过年|生日|情人节|母亲节|父亲节)*"
+        r"(?:给|带|陪|帮|替)"
+        rf"(?P<rel>{KIN_ZH})(?!们)(?=买|挑|选|准备|送|订|找|去|看|过|报|办|做|上)",
+        0.8,
+        value=_family,
     ),
     rule(
         "family",
@@ -199,10 +276,35 @@ RULES: tuple[Rule, ...] = (
     ),
     rule(
         "family",
+        r"(?:^|(?<=[，,。]))(?:我们家|我家|家里)(?:就|只有)(?:我)(?:跟|和)"
+        rf"(?P<rel>{KIN_ZH})(?:俩人|两个人|两口子|俩)?(?=$|[，,。！!])",
+        0.8,
+        value=_family,
+    ),
+    rule(
+        "family",
+        r"(?:^|(?<=[，,。]))(?:我们家|我家|家里)(?:一共|总共|就)?[一二三四五六七八九两\d]口人?[：:，,]",
+        0.8,
+        value=_members,
+        any_subject=True,
+    ),
+    rule(
+        "family",
         r"(?:^|(?<=[，,。]))(?:我|我们)?(?:家里|家)(?:就|也|还)?有",
         0.8,
         value=_household,
         claims=False,
+    ),
+    # "现在不养了": no pet any more, whichever it was.
+    rule(
+        "pets",
+        r"(?:我|^|(?<=[，,\s…]))(?:现在|已经|目前|暂时|以后)*(?:不养了|不再养了|没有?养了|不养(?:宠物|猫|狗)了)"
+        # "家里一只宠物都没了", "送给我舅舅养了": none left
+        r"|(?:一只)?宠物(?:都|也)?没(?:有)?了|(?:^|(?<=[，,\s]))(?:上周|上个月|前几天|已经|刚)*送(?:人|给[^，,。]{1,6}?)(?:养)?了",
+        0.85,
+        statements_only=True,
+        retracts=True,
+        value=lambda m, s: None,
     ),
     rule(
         "pets",
@@ -214,7 +316,8 @@ RULES: tuple[Rule, ...] = (
     ),
     rule(
         "pets",
-        r"(?:(?:我|我们|咱|我家|家里|家)(?:也|还|又)?(?:(?![没不以之曾])[^，,。]){0,2}?(?:养了|养着|养|有)(?!点|些|过)"
+        r"(?:(?:我|我们|咱|我家|家里|家|我(?:和|跟)[^，,。我]{1,4}?)(?:也|还|又|一起)?"
+        r"(?:(?![没不以之曾])[^，,。]){0,2}?(?:养了|养着|养|有)(?!点|些|过)"
         r"|(?:^|(?<=[，,]))(?:也|还|又|另外)?(?:养了|养着)"
         # "家里两只猫": home and a count, the verb left out
         r"|(?:^|(?<=[，,]))(?:我家|家里)(?=[一两三几\d](?:只|条|头|匹)))"
@@ -229,5 +332,15 @@ RULES: tuple[Rule, ...] = (
         0.85,
         statements_only=True,
         value=_pet,
+    ),
+    # "家里就我和对象，还有一只巴西龟", "家里俩猫，一只橘猫叫大橘": pets listed in a
+    # sentence about the home.
+    rule(
+        "pets",
+        r"(?:^|(?<=[，,]))(?:还有|另外还有|另外|以及)?(?=[一两三]只|[一两三]条)"
+        rf"(?P<n>一|两|三)(?P<cl>只|条)(?P<animal>{_ANIMAL}){_PET_NAME}",
+        0.8,
+        statements_only=True,
+        value=lambda m, s: _pet(m, s) if re.search(r"家里|我家|养", s[: m.start()]) else None,
     ),
 )
