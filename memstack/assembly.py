@@ -1,4 +1,4 @@
-"""Assembling the context: the order of the sections and their labels (seed 002 §4.3).
+"""Assembling the context: the order of the sections and their labels (docs/spec.md, Read path).
 
 Order: system → known user facts → domain knowledge → related history → recent
 dialogue → current input. The most certain information goes first and the most
@@ -376,7 +376,7 @@ def assemble(
     recent: Sequence[Turn] = (),
     query: str,
 ) -> Assembled:
-    """Join the rendered sections in the seed's order; empty sections are left out."""
+    """Join the rendered sections in the specification's order; empty sections are left out."""
     sections = {
         "system": Section("system", None, (system,) if system.strip() else ()),
         "facts": Section("facts", labels.facts, tuple(facts)),

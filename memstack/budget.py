@@ -1,4 +1,4 @@
-"""Token budgets of the assembled context, per layer (seed 002 §4.2).
+"""Token budgets of the assembled context, per layer (docs/spec.md, Read path).
 
 The budget is cut by tokens, not by item counts: one message may be twenty characters
 or a page of requirements, and a count-based cut makes the prompt length swing. Each

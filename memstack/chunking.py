@@ -1,4 +1,4 @@
-"""Semantic chunking of dialogue (seed 002 §2.3).
+"""Semantic chunking of dialogue (docs/spec.md, Layers).
 
 Cut by meaning, not by a fixed token count: one exchange (a user turn and the reply
 that answers it) is the unit; a unit over ``split_chars`` is cut at paragraphs, a
@@ -6,7 +6,7 @@ paragraph still too long at sentences, and only text with no boundary at all is 
 hard; a piece under ``merge_chars`` joins a neighbour. A fixed 512-token cut splits
 sentences in two and skews their vectors.
 
-Lengths are in characters (a Chinese character counts one, like the seed's 字).
+Lengths are in characters (a Chinese character counts one, like the specification's 字).
 Pieces are returned stripped; only whitespace between pieces is dropped, never text.
 """
 

@@ -44,17 +44,6 @@ def _settings() -> Settings:
         raise typer.Exit(2) from exc
 
 
-def describe_mode(settings: Settings) -> str:
-    parts = [
-        "Redis: " + (settings.redis_url or "embedded (in-process fakeredis, not persistent)"),
-        "Database: "
-        + (settings.database_url or f"embedded SQLite at {settings.home / 'memstack.db'}"),
-        f"Vectors: {settings.vector_store} "
-        + (settings.vector_url or f"embedded in {settings.home}"),
-    ]
-    return "\n".join(parts)
-
-
 @db_app.command("upgrade")
 def db_upgrade(revision: Annotated[str, typer.Argument()] = "head") -> None:
     """Bring the database schema to REVISION (default: head), and a Redis server's keys
@@ -116,7 +105,7 @@ def config() -> None:
 def demo(
     locale: Annotated[str, typer.Option(help="zh or en")] = "zh",
 ) -> None:
-    """Run a short scripted conversation (seed 002: a budget stated, then changed)."""
+    """Run a short scripted conversation (a budget stated, then changed)."""
     from memstack.demo import run_demo
 
     settings = _settings()
@@ -167,7 +156,7 @@ def worker(
         raise typer.Exit(1) from exc
 
 
-# --- knowledge base (seed 000) ----------------------------------------------------------
+# --- knowledge base ----------------------------------------------------------------
 
 kb_app = typer.Typer(
     help="The knowledge base searched by the session knowledge cache.", no_args_is_help=True
@@ -358,7 +347,7 @@ def calibrate(
     sample: Annotated[int, typer.Option(help="Ledger messages to sample as queries.")] = 200,
     drop: Annotated[float, typer.Option(help="Share of hits the cut should drop.")] = 0.4,
 ) -> None:
-    """Distance distribution of sample queries and the cut dropping ~40% (seed 6.2)."""
+    """Distance distribution of sample queries and the cut dropping ~40%."""
     from memstack.evaluation import calibrate_cli
 
     calibrate_cli(console, _settings(), queries, user, sample, drop)
@@ -371,7 +360,7 @@ def calibrate(
 def maintain(
     apply: Annotated[bool, typer.Option("--apply", help="Do it (default: a dry run).")] = False,
 ) -> None:
-    """Archive cold facts and prune inactive users' old dialogue vectors (seed §5.2).
+    """Archive cold facts and prune inactive users' old dialogue vectors.
 
     Without --apply it only reports what would go.
     """

@@ -1,4 +1,4 @@
-"""``memstack demo``: the seed 002 conversation, end to end, on whatever stores are configured."""
+"""``memstack demo``: a budget conversation, end to end, on whatever stores are configured."""
 
 from __future__ import annotations
 

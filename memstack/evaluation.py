@@ -349,7 +349,7 @@ def category_rows(report: Report) -> Sequence[tuple[str, int, float]]:
     ]
 
 
-# --- calibrate (seed 002 §6.2) -------------------------------------------------------------------
+# --- calibrate -------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

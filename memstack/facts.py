@@ -1,4 +1,4 @@
-"""Fact memory: current facts, their history, and the supersede write (seed 002 §3.2).
+"""Fact memory: current facts, their history, and the supersede write.
 
 A changed value never overwrites: the old row gets ``valid_until``, the new row records
 ``supersedes_id``, both in one transaction. A retraction (the user withdrew a value with

@@ -46,7 +46,7 @@ def scoped_msg_id(user_id: str, session_id: str, caller_msg_id: str) -> str:
 
 
 def chunk_id(msg_id: str, chunk_idx: int) -> str:
-    """Vector id of one chunk: ``msg_id#chunk_idx`` (seed 002 §2.3)."""
+    """Vector id of one chunk: ``msg_id#chunk_idx`` (docs/spec.md, Layers)."""
     return f"{msg_id}#{chunk_idx}"
 
 
@@ -56,7 +56,7 @@ def msg_id_of_chunk(vector_id: str) -> str:
 
 
 def text_hash(text: str) -> str:
-    """MD5 hex digest of ``text``: the single text-hash entry point (seed 000).
+    """MD5 hex digest of ``text``: the single text-hash entry point.
 
     The knowledge cache, the retriever and deduplication must agree on this, so
     nothing else in the code base hashes text.

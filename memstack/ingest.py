@@ -1,4 +1,4 @@
-"""The asynchronous half of the write path (seed 002 §3): one batch of ingest jobs.
+"""The asynchronous half of the write path (docs/spec.md, Write path): one batch of ingest jobs.
 
 For each batch, in order: the ledger (``ON CONFLICT DO NOTHING``); facts, extracted and
 written with supersede; then the vectors: the exchange units the new messages make or
@@ -322,7 +322,7 @@ class Ingestor:
         return {f.key: f.value for f in before}
 
     def _inferred_record(self, m: LedgerMessage, fact: Fact) -> VectorRecord | None:
-        # Inferred facts are only a hint (seed §3.2): searchable, never in the fact table.
+        # Inferred facts are only a hint: searchable, never in the fact table.
         # They pass the fact table's checks all the same (the key is in the vector id).
         problem = fact_problem(fact.key, fact.value, max_bytes=self.settings.max_fact_value_bytes)
         if problem is not None:

@@ -1,4 +1,4 @@
-"""The knowledge base of the session knowledge cache (seed 000): documents → chunks → vectors.
+"""The knowledge base of the session knowledge cache: documents → chunks → vectors.
 
 A document (a text or Markdown file, every such file under a folder, or a string given
 through the API) is cut by :func:`memstack.chunking.split_semantic`, embedded in one

@@ -1,4 +1,4 @@
-"""The two-level session knowledge cache (seed 000).
+"""The two-level session knowledge cache (docs/spec.md, Layers).
 
 Level 2 searches the knowledge base with the current message, every turn. Level 1 is
 what the session has already found: a JSON list in Redis under
@@ -7,12 +7,12 @@ and is refreshed every turn. Each turn:
 
 1. Level 2: search with the message; hits under ``kb_min_score`` are noise and dropped;
 2. Level 1: read the list, at the same time as the search;
-3. :func:`merge_levels`, exactly the seed's: Level 1 first, a Level-2 item replaces one
+3. :func:`merge_levels`, exactly the specification's: Level 1 first, a Level-2 item replaces one
    with the same text hash only with a strictly higher score, sort by score descending,
    keep ``kc_inject_max``;
 4. render each item with its origin, ``[历史缓存]`` / ``[本轮检索]`` (en ``[cached]`` /
    ``[this turn]``), log the section's size and count it in the metrics;
-5. update Level 1 in the background, after the section is returned (the seed updates
+5. update Level 1 in the background, after the section is returned (the specification updates
    it after the LLM call): one atomic Lua script appends this turn's hits scoring at
    least ``kc_threshold`` (an item whose text hash is cached replaces the old entry and
    moves to the tail), evicts the head past ``kc_capacity`` (FIFO) and refreshes the
@@ -127,7 +127,7 @@ S = TypeVar("S", bound=Scored)
 
 
 def merge_levels(level1: Iterable[S], level2: Iterable[S], max_total: int = 15) -> list[S]:
-    """Seed 000's merge: Level 1 first (the baseline), Level 2 replaces an item of the
+    """The specification's merge: Level 1 first (the baseline), Level 2 replaces an item of the
     same text hash only with a strictly higher score, then score descending, top N.
 
     The sort is stable, so on equal scores Level 1 comes first.
@@ -239,7 +239,7 @@ class KnowledgeCache:
         """The knowledge section for ``message``; see the module docstring.
 
         Level 1 is read while Level 2 searches; the cache update runs in the background
-        after the section is returned (the seed updates the cache after the LLM call),
+        after the section is returned (the specification updates the cache after the LLM call),
         so the caller waits for neither Redis round trip. A later turn or
         :meth:`cached` of the same session in this process waits for it first.
         """

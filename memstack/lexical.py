@@ -1,8 +1,9 @@
 """The lexical channel of recall: BM25 over the message ledger, always for one user.
 
-Embeddings are weak on what makes a memory specific: names, numbers, rare words (seed
-002 §6.2: "embedding 对高频词不敏感"). A keyword channel over the ledger recovers them,
-and fusing it with the vector channel recalls clearly more evidence than either alone.
+Embeddings are weak on what makes a memory specific: names, numbers, rare words (an
+embedding is insensitive to rare words next to frequent ones). A keyword channel over the
+ledger recovers them, and fusing it with the vector channel recalls clearly more evidence
+than either alone.
 
 The ledger's ``search_terms`` column holds client-side terms (:func:`lexical_terms`,
 jieba for Chinese), so PostgreSQL's ``'simple'`` configuration indexes Chinese as well as
@@ -342,30 +343,6 @@ async def search(
         avgdl = sum(d.length for d in all_docs) / n_docs if n_docs else 0.0
         docs = [d for d in all_docs if any(t in d.terms for t in rewrite.weights)]
     return _rank(docs, rewrite.weights, n_docs, avgdl, limit)
-
-
-# --- fusion ----------------------------------------------------------------------------------
-
-RRF_K = 60
-
-
-def rrf(
-    rankings: Mapping[str, Sequence[str]],
-    weights: Mapping[str, float] | None = None,
-    *,
-    k: int = RRF_K,
-) -> dict[str, float]:
-    """Weighted reciprocal-rank fusion: ``Σ w_c / (k + rank_c)``, ranks from 1.
-
-    Ranks, not scores, are fused: a cosine similarity and a BM25 score live on
-    different scales, and rank fusion needs no calibration between them.
-    """
-    fused: dict[str, float] = {}
-    for channel, ids in rankings.items():
-        w = 1.0 if weights is None else weights.get(channel, 1.0)
-        for rank, item in enumerate(ids, start=1):
-            fused[item] = fused.get(item, 0.0) + w / (k + rank)
-    return fused
 
 
 # --- optional LLM rewrite -------------------------------------------------------------------

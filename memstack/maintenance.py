@@ -1,6 +1,6 @@
-"""Keeping the layers healthy over months (seed 002 §5.2): archive, prune, reindex.
+"""Keeping the layers healthy over months (docs/spec.md, Retention): archive, prune, reindex.
 
-Every destructive step has a dry run that reports what it would do; the seed's own
+Every destructive step has a dry run that reports what it would do; the specification's own
 warning is a WHERE clause that once archived live data.
 """
 
@@ -22,7 +22,7 @@ from memstack.summary import TOPICS
 from memstack.summary_store import all_summary_records
 from memstack.vectorstores.base import VectorStore
 
-# Dialogue about preferences and plans outlives the retention window (seed §5.2).
+# Dialogue about preferences and plans outlives the retention window.
 KEPT_TOPICS = frozenset({"preference", "plan"})
 _FACT_COLUMNS = [c.name for c in FactRow.__table__.columns]
 

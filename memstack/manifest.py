@@ -17,11 +17,6 @@ from memstack.ranking import Candidate
 from memstack.tokens import count_tokens
 from memstack.vectorstores.base import VectorHit
 
-MIN_CONTENT_TERMS = 6
-# Candidates per channel never fall below this, whatever vector_top_k says: the budget,
-# not the pool, should decide what is kept.
-MIN_POOL = 20
-
 # Manifest reasons.
 KEPT = None
 BUDGET = "budget"

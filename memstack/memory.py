@@ -236,7 +236,7 @@ class AsyncMemory:
     async def maintain(
         self, *, dry_run: bool = True, now: Timestamp | None = None
     ) -> MaintenanceReport:
-        """Archive cold facts and prune inactive users' old dialogue vectors (seed §5.2).
+        """Archive cold facts and prune inactive users' old dialogue vectors.
 
         ``dry_run`` (the default) only counts what would go.
         """
@@ -347,7 +347,7 @@ class AsyncMemory:
     ) -> str:
         """Record one message; return its ``msg_id``.
 
-        Synchronous part only (seed 002 §3.1): the window, the state and the ingest job
+        Synchronous part only (docs/spec.md, Write path): the window, the state and the ingest job
         in one atomic Redis script. ``msg_id`` is the caller's idempotency key: a retry
         with the same one changes nothing. It is scoped to the session, so the id
         returned is ``"<user_id>/<session_id>:<msg_id>"`` (see
@@ -398,7 +398,7 @@ class AsyncMemory:
     # --- task state ----------------------------------------------------------------
     async def set_state(self, user_id: str, session_id: str, values: Mapping[str, Any]) -> None:
         """Set task-state fields. A value larger than ``large_value_bytes`` is stored in
-        the database; the hash keeps a reference ``{"$ref", "summary", "bytes"}`` (seed §6.1).
+        the database; the hash keeps a reference ``{"$ref", "summary", "bytes"}``.
         """
         validate_id("user_id", user_id)
         validate_id("session_id", session_id)
@@ -458,7 +458,7 @@ class AsyncMemory:
             )
         return ref
 
-    # --- knowledge base and session knowledge cache (seed 000) -------------------------
+    # --- knowledge base and session knowledge cache -------------------------------
     async def knowledge_base(self, namespace: str = DEFAULT_NAMESPACE) -> KnowledgeBase:
         """The knowledge base of ``namespace``; its store is opened on first use."""
         if self._kb_store is None:
@@ -512,7 +512,7 @@ class AsyncMemory:
         self, user_id: str, session_id: str, message: str, *, locale: str | None = None
     ) -> KnowledgeTurn:
         """One turn of the session knowledge cache: the "domain knowledge" section for
-        ``message`` (Level 2 merged with what the session found before; seed 000)."""
+        ``message`` (Level 2 merged with what the session found before)."""
         cache = await self.knowledge_cache()
         return await cache.turn(user_id, session_id, message, locale=locale)
 
@@ -567,8 +567,8 @@ class AsyncMemory:
         locale: str | None = None,
         system: str | None = None,
     ) -> ContextResult:
-        """The assembled context for ``query`` (seed 002 §4): ``text``, chat ``messages``,
-        the sections, and a manifest of every item considered. ``now`` (default: the
+        """The assembled context for ``query`` (docs/spec.md, Read path): ``text``, chat
+        ``messages``, the sections, and a manifest of every item considered. ``now`` (default: the
         clock) fixes recency and relative ages, so a call can be reproduced."""
         # Passed on as given: an aware datetime keeps its time zone, in which "yesterday"
         # or "上周" are read.

@@ -1,4 +1,4 @@
-"""Prometheus metrics of memstack (seed 002 §5.3: each one answers for one kind of failure).
+"""Prometheus metrics of memstack (each one answers for one kind of failure; docs/spec.md, Metrics).
 
 Metrics live in the default registry so that any process (API, worker, CLI) exposes
 them with ``prometheus_client``'s own exposition. Add new ones here, one block per
@@ -14,7 +14,7 @@ from prometheus_client import Counter, Histogram
 WINDOW_REBUILDS = Counter(
     "memstack_window_rebuilds_total",
     "Recent windows rebuilt from the ledger because Redis had none for a known session "
-    "(seed §5.1: Redis lost data, e.g. a restart or FLUSHDB).",
+    "(Redis lost data, e.g. a restart or FLUSHDB).",
 )
 CONTEXT_DEGRADED = Counter(
     "memstack_context_degraded_total",
@@ -28,14 +28,14 @@ CONTEXT_SECONDS = Histogram(
 )
 STALE_DROPS = Counter(
     "memstack_context_stale_drops_total",
-    "Recalled snippets dropped because they carry a superseded fact value (seed §5.1).",
+    "Recalled snippets dropped because they carry a superseded fact value.",
 )
 
-# --- session knowledge cache (memstack.knowledge_cache, seed 000) -------------------------
+# --- session knowledge cache (memstack.knowledge_cache) -------------------------------
 
 KNOWLEDGE_SECTION_CHARS = Histogram(
     "memstack_knowledge_section_chars",
-    "Characters of the domain-knowledge section injected per turn (seed 000: prompt growth).",
+    "Characters of the domain-knowledge section injected per turn (prompt growth).",
     buckets=(0, 250, 500, 1000, 2000, 3000, 4000, 6000, 8000, 12000, 16000),
 )
 KNOWLEDGE_SECTION_ITEMS = Histogram(

@@ -91,7 +91,7 @@ _CURRENT = text("valid_until IS NULL")
 
 
 class FactRow(Base):
-    """Seed 002 §2.2 ``agent_memory_fact``, plus ``supersedes_id`` and hit tracking."""
+    """The specification's ``agent_memory_fact``, plus ``supersedes_id`` and hit tracking."""
 
     __tablename__ = "agent_memory_fact"
 
@@ -131,7 +131,7 @@ class FactRow(Base):
 
 
 class FactArchiveRow(Base):
-    """Cold facts moved out of the hot table (seed 002 §5.2): superseded or never hit."""
+    """Cold facts moved out of the hot table: superseded or never hit."""
 
     __tablename__ = "agent_memory_fact_archive"
 
@@ -155,7 +155,7 @@ class FactArchiveRow(Base):
 
 
 class SummaryRow(Base):
-    """A structured session summary, always made from raw messages (seed 002 §5.1)."""
+    """A structured session summary, always made from raw messages."""
 
     __tablename__ = "memory_session_summary"
 
@@ -176,7 +176,7 @@ class SummaryRow(Base):
 
 
 class ToolResultRow(Base):
-    """Large tool output kept out of Redis; the state hash holds only its id (seed §6.1)."""
+    """Large tool output kept out of Redis; the state hash holds only its id."""
 
     __tablename__ = "memory_tool_result"
 
@@ -206,7 +206,7 @@ class UserRow(Base):
 
 
 class KBDocumentRow(Base):
-    """The knowledge-base registry (seed 000): one row per document, its chunks in the
+    """The knowledge-base registry: one row per document, its chunks in the
     KB vector store under ids ``namespace:doc_id#chunk_idx``. ``content_hash`` makes a re-add of
     unchanged content a no-op; ``chunk_count`` says which chunk ids a shorter version
     leaves behind.

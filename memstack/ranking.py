@@ -8,7 +8,7 @@ candidates ("What books has Tim read?"), the other authors' messages count less;
 it names a period ("in January 2024", "yesterday"), that period's messages count more.
 Recency halves every ``recency_half_life_days`` before ``now``.
 
-The seed's score is ``0.7·relevance + 0.3·recency``. Added like that, recency lets a
+The specification's score is ``0.7·relevance + 0.3·recency``. Added like that, recency lets a
 fresh message nobody asked about outrank the old one that answers the question: on
 LoCoMo dev the sum cost 0.05 of evidence recall (0.696 against 0.745). The default
 blend multiplies instead, ``relevance·(0.7 + 0.3·recency)``: the same weights and the
@@ -60,7 +60,7 @@ def dense_rewrite(query: str, rewrite: Rewrite) -> str | None:
     """The second dense query: the question without title-case words, or its keywords.
 
     Names and question words pull a query towards every message that merely contains
-    them (seed §6.2: the embedding is insensitive to rare words next to frequent ones);
+    them (an embedding is insensitive to rare words next to frequent ones);
     the rewrite keeps the topic. Chinese has no case, so it gets the keyword rewrite.
     None when the rewrite would be the query itself.
     """

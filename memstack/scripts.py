@@ -2,7 +2,8 @@
 
 The write script is the whole synchronous write path in one round trip: the window
 push, trim and TTL, the state update, the idempotency mark and the ingest job either
-all happen or none do (seed 002 §2.1 warns about RPUSH and EXPIRE as two calls).
+all happen or none do (RPUSH and EXPIRE as two calls leave a key without a TTL when the
+second is lost).
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ return 0
 #       then hash1, item1_json, hash2, item2_json, ... (this turn's items >= threshold)
 # Returns the number of items cached afterwards (-1: only the TTL was refreshed, 0: no
 # cache). The read-modify-write is atomic, so concurrent turns of one session never
-# lose each other's items (seed 000 reserves a "distributed lock" for this).
+# lose each other's items (the knowledge cache specification asks for a distributed lock here).
 # An item whose hash is cached replaces the old entry and moves to the tail; the head
 # is evicted past capacity (FIFO). Without new items the TTL is still refreshed.
 KNOWLEDGE_TURN = """

@@ -1,7 +1,7 @@
 """One typed settings object, read from ``MEMSTACK_*`` variables or a ``.env`` file.
 
 Built by the entry points and passed down; nothing reads the environment elsewhere.
-Defaults are the numbers of the two seed documents unless a comment says *(ours)*.
+Defaults are the numbers of the specification (docs/spec.md) unless a comment says *(ours)*.
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ class Settings(BaseSettings):
         "its count until `memstack reindex`.",
     )
     kb_store: Literal["qdrant", "chroma"] = Field(
-        default="qdrant", description="Vector store of the knowledge base (seed 000 uses Qdrant)."
+        default="qdrant",
+        description="Vector store of the knowledge base (as in the specification).",
     )
     kb_url: str | None = Field(
         default=None, description="Server URL of the knowledge-base store. Unset: embedded in home."
@@ -130,7 +131,7 @@ class Settings(BaseSettings):
     )
     embed_timeout_s: float = Field(default=30.0, gt=0, description="Timeout of one embed call.")
 
-    # --- working memory (seed 002 §2.1) ----------------------------------------------
+    # --- working memory ---------------------------------------------------------------
     locale: Locale = Field(default="zh", description="Label language of the assembled context.")
     max_message_bytes: int = Field(
         default=65536, gt=0, description="Largest accepted message (UTF-8 bytes)."
@@ -147,7 +148,7 @@ class Settings(BaseSettings):
         default=10, gt=0, description="Messages read from the window per context."
     )
     large_value_bytes: int = Field(
-        default=4096, gt=0, description="State values above this go to PostgreSQL (seed §6.1)."
+        default=4096, gt=0, description="State values above this go to PostgreSQL."
     )
     max_state_value_bytes: int = Field(
         default=1048576,
@@ -172,7 +173,7 @@ class Settings(BaseSettings):
         "beyond it is dropped, a value written by hand refused.",
     )
 
-    # --- ingest (seed 002 §3) -------------------------------------------------------
+    # --- ingest -------------------------------------------------------------------
     ingest_batch: int = Field(default=16, gt=0, description="XREADGROUP COUNT of the worker.")
     ingest_claim_idle_ms: int = Field(
         default=60000, gt=0, description="Idle time before XAUTOCLAIM."
@@ -187,7 +188,7 @@ class Settings(BaseSettings):
     chunk_split_chars: int = Field(default=500, gt=0, description="Split chunks longer than this.")
     chunk_merge_chars: int = Field(default=50, ge=0, description="Merge chunks shorter than this.")
 
-    # --- read path (seed 002 §4) ----------------------------------------------------
+    # --- read path ----------------------------------------------------------------
     vector_top_k: int = Field(default=20, gt=0, description="Vector candidates per query.")
     vector_keep: int = Field(default=5, gt=0, description="Recalled snippets kept.")
     weight_relevance: float = Field(default=0.7, ge=0, le=1, description="Weight of relevance.")
@@ -243,7 +244,7 @@ class Settings(BaseSettings):
         default=0.20, ge=0, le=1, description="Budget share of semantic recall."
     )
 
-    # --- retention (seed 002 §5.2) ----------------------------------------------------
+    # --- retention ------------------------------------------------------------------
     retention_dialogue_days: int = Field(
         default=90, gt=0, description="Dialogue vectors kept this long."
     )
@@ -251,13 +252,13 @@ class Settings(BaseSettings):
         default=180, gt=0, description="Never-hit facts archived after this."
     )
 
-    # --- session knowledge cache (seed 000) ---------------------------------------------
+    # --- session knowledge cache ---------------------------------------------------
     kc_enabled: bool = Field(default=True, description="Level-1 cache on; off is Level 2 only.")
     kc_threshold: float = Field(
         default=0.70,
         ge=0,
         le=1,
-        description="Score to enter Level 1 (the seed's 0.70; 0.78 by default with bge-small).",
+        description="Score to enter Level 1 (0.70 in the specification; 0.78 with bge-small).",
     )
     kc_capacity: int = Field(default=30, gt=0, description="Level-1 capacity (FIFO).")
     kc_inject_max: int = Field(default=15, gt=0, description="Items injected per turn.")

@@ -1,6 +1,6 @@
 """What a recalled snippet may say: near-duplicates, superseded values, long messages.
 
-Seed 002 §4.2 and §5.1: a snippet that repeats a better one wastes budget, and one that
+A snippet that repeats a better one wastes budget, and one that
 carries a value the user has since changed ("budget 5000" after it became 8000) puts
 the old value back in front of the model.
 """
@@ -56,7 +56,7 @@ def contains_word(text: str, word: str) -> bool:
 def stale_key(
     text: str, superseded: Mapping[str, Sequence[Any]], current: Mapping[str, Any]
 ) -> str | None:
-    """The fact key whose superseded value ``text`` repeats, if any (seed 002 §5.1).
+    """The fact key whose superseded value ``text`` repeats, if any.
 
     "预算不超过五千" after the budget became 8000 is stale: recalled, it would put 5000
     back in front of the model. Amounts match as numbers (五千 = 5,000 = 5k); text and

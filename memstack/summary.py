@@ -1,4 +1,4 @@
-"""Session summaries: structured JSON made from raw messages (seed 002 §3.2, §5.1, §6.3).
+"""Session summaries: structured JSON made from raw messages.
 
 Input is always the session's raw messages, never an older summary, so numbers and
 names cannot drift through a chain of summaries. Two summarisers share one protocol:
@@ -64,7 +64,7 @@ class Summariser(Protocol):
 # --- topics ---------------------------------------------------------------------------------
 
 # code → (zh label, en label, cues). Ties go to the earlier row: a budget talk that also
-# states likes is still a plan discussion (the seed's own example).
+# states likes is still a plan discussion (the specification's own example).
 TOPICS: dict[str, tuple[str, str, re.Pattern[str]]] = {
     "issue": (
         "问题反馈", "issue report",
@@ -197,7 +197,7 @@ class ExtractiveSummariser:
         for sentence in (s for text in user_messages for s in split_sentences(text)):
             stated = self.rules.extract_sync(sentence)
             # A sentence whose every fact was later replaced would reintroduce the old value
-            # (the stale-snippet problem of seed §5.1); its value lives on in supersedes.
+            # (a stale snippet); its value lives on in supersedes.
             if stated and all(_stale(f, final.get(f.key)) for f in stated):
                 continue
             score = _sentence_score(sentence, len(stated))

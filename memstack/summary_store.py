@@ -1,4 +1,4 @@
-"""When to summarise a session, and where summaries go (seed 002 §3.2, §5.1).
+"""When to summarise a session, and where summaries go.
 
 A session is summarised once its window holds more than ``summary_trigger_messages``
 messages and it has been quiet for ``summary_quiet_s``. The input is always the raw

@@ -29,6 +29,20 @@ from memstack.working_memory import SessionState, WindowMessage
 
 T = TypeVar("T")
 
+# AsyncMemory's public coroutines without a Memory twin, and why: the rest of its API is
+# mirrored here one for one (tests/test_sync_parity.py holds both lists to that).
+ASYNC_ONLY = frozenset(
+    {
+        "open",  # Memory() opens in its constructor
+        # store handles for the server, the CLI and the tests; not part of the API
+        "memory_vectors",
+        "worker",
+        "knowledge_base",
+        "knowledge_cache",
+        "keys_without_ttl",
+    }
+)
+
 
 class Memory:
     """``with Memory() as mem: mem.remember(...)`` — the same core as :class:`AsyncMemory`."""
@@ -96,7 +110,7 @@ class Memory:
     def get_tool_result(self, user_id: str, ref: str) -> str:
         return self._run(self.aio.get_tool_result(user_id, ref))
 
-    # --- knowledge base and session knowledge cache (seed 000) -------------------------
+    # --- knowledge base and session knowledge cache -------------------------------
     def kb_add(
         self,
         *sources: Source,

@@ -1,7 +1,7 @@
 """Working memory on Redis: the session window, task state, locks and idempotency marks.
 
 Every key written here carries a TTL; :meth:`WorkingMemory.keys_without_ttl` is the
-patrol that proves it (seed 002 §5.2).
+patrol that proves it.
 """
 
 from __future__ import annotations

@@ -51,13 +51,6 @@ def test_bm25_prefers_the_rare_term() -> None:
     assert all(s > 0 for s in scores)
 
 
-def test_rrf_rewards_agreement_and_weights_channels() -> None:
-    fused = lexical.rrf({"a": ["x", "y"], "b": ["y", "z"]}, k=1)
-    assert max(fused, key=fused.__getitem__) == "y"
-    weighted = lexical.rrf({"a": ["x"], "b": ["z"]}, {"a": 1.0, "b": 2.0}, k=1)
-    assert weighted["z"] == 2 * weighted["x"]
-
-
 async def _put(mem: AsyncMemory, user: str, texts: list[str]) -> list[str]:
     session = new_id("s")
     msgs = [

@@ -1,8 +1,8 @@
 """The fact type every extractor returns, and the extractor protocol.
 
-A fact is one normalised key with its current value (seed 002 §2.2). The ingest worker
+A fact is one normalised key with its current value. The ingest worker
 writes ``user_stated`` and ``extract`` facts to the fact store and keeps ``inferred``
-ones out of it (seed §3.2), so ``source`` must be honest.
+ones out of it, so ``source`` must be honest.
 """
 
 from __future__ import annotations

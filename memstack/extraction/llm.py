@@ -1,7 +1,7 @@
 """The LLM extractor: any OpenAI-compatible chat endpoint, falling back to the rules.
 
 An LLM finds facts rules cannot phrase, but it is slow, fallible and sometimes
-"reasonable" in the wrong way (seed 002 §6.3: it turns "五千……其实八千" into "五千到八千").
+"reasonable" in the wrong way: it turns "五千……其实八千" into "五千到八千".
 So the prompt forbids compromises, and every answer is distrusted: the transport bounds
 and checks the response (:mod:`memstack.extraction.chat`), every fact must have a key
 of the vocabulary or a safe id and a value that passes

@@ -2,7 +2,7 @@
 
 Both extractors pass every fact through :func:`normalise_fact`, so one meaning lands
 under one key however it was said ("预算", "budget", "max_budget" → ``budget_limit``)
-and values have one shape per key (seed 002 §2.2). docs/facts.md is the user-facing
+and values have one shape per key. docs/facts.md is the user-facing
 copy of :data:`VOCABULARY`; keep the two in step.
 """
 
