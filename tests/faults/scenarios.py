@@ -357,7 +357,7 @@ async def scenario_reindex_during_ingest(lab: Lab, *, messages: int = 1000) -> R
             reports.append(await sc.mem.reindex())
 
         await gather_with(loader.run(wl), reindex())
-        row = await sc.check(loader.acked, drain_timeout_s=20)
+        row = await sc.check(loader.acked, drain_timeout_s=60)
     if reports:
         r = reports[0]
         row.notes.append(f"reindex rebuilt {getattr(r, 'messages', '?')} messages mid-ingest")
