@@ -1,0 +1,191 @@
+"""Step 1 of the read path: every store read in parallel, each under its own timeout.
+
+A store that fails or times out leaves its layer empty and named in ``degraded``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from memstack import facts as fact_store
+from memstack import ledger, lexical, metrics, word_neighbours
+from memstack.embedders import Embedder
+from memstack.errors import ModelUnavailable, ValidationError
+from memstack.facts import StoredFact
+from memstack.lexical import LexicalHit, Rewrite
+from memstack.ranking import dense_rewrite
+from memstack.recall.request import Request
+from memstack.vectorstores.base import VectorHit, VectorStore
+from memstack.working_memory import WindowMessage, WorkingMemory
+
+log = logging.getLogger("memstack.recall")
+T = TypeVar("T")
+
+KnowledgeProvider = Callable[[str, str, str, str], Awaitable[Any]]
+VectorsProvider = Callable[[], Awaitable[VectorStore]]
+Reads = async_sessionmaker[AsyncSession]
+
+
+@dataclass
+class _Gathered:
+    window: list[WindowMessage] = field(default_factory=list)
+    rebuilt: bool = False
+    facts: list[StoredFact] = field(default_factory=list)
+    superseded: dict[str, list[Any]] = field(default_factory=dict)
+    vector: dict[str, list[VectorHit]] = field(default_factory=dict)
+    # The query embeddings, kept for the one case that needs what the searches left
+    # out (hit metadata and texts): the ledger is down.
+    query_vectors: list[list[float]] = field(default_factory=list)
+    lexical: list[LexicalHit] = field(default_factory=list)
+    knowledge: Any = None
+    degraded: dict[str, str] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+async def guarded(g: _Gathered, layer: str, coro: Awaitable[T], default: T, timeout_s: float) -> T:
+    """``coro``'s result, or ``default`` with ``layer`` degraded if it fails or times out."""
+    start = time.perf_counter()
+    try:
+        # timeout(), not wait_for(): on 3.11 wait_for wraps the coroutine in one more
+        # task, and a call runs five of these.
+        async with asyncio.timeout(timeout_s):
+            return await coro
+    except ValidationError:
+        raise
+    except TimeoutError:
+        g.degraded[layer] = f"timed out after {timeout_s:g} s"
+    except Exception as exc:  # a store is down: the layer degrades, the call answers
+        g.degraded[layer] = f"{type(exc).__name__}: {exc}"[:300]
+    finally:
+        g.timings[layer] = (time.perf_counter() - start) * 1000
+    metrics.CONTEXT_DEGRADED.labels(layer=layer).inc()
+    log.warning("context: layer %s degraded: %s", layer, g.degraded.get(layer))
+    return default
+
+
+async def query_rewrites(
+    g: _Gathered,
+    req: Request,
+    llm: lexical.LLMRewriter | None,
+    *,
+    neighbours: bool,
+    timeout_s: float,
+) -> tuple[dict[str, str], Rewrite]:
+    """The dense queries by channel, and the lexical rewrite: the rules' one, with the
+    LLM's keywords and (``neighbours``) related words. The dense rewrite sees the
+    keywords but not the related words."""
+    rewrite = req.rewrite
+    if llm is not None:
+        keywords = await guarded(g, "rewrite", llm.keywords(req.query), None, timeout_s)
+        if keywords:
+            rewrite = lexical.merge_rewrite(rewrite, keywords)
+    queries = {"vector": req.query}
+    second = dense_rewrite(req.query, rewrite)
+    if second is not None:
+        queries["vector_rewrite"] = second
+    if neighbours:
+        try:
+            rewrite = word_neighbours.expand(rewrite, word_neighbours.table())
+        except ModelUnavailable as exc:
+            g.degraded["word_neighbours"] = str(exc)[:300]
+    return queries, rewrite
+
+
+def window_message(m: ledger.LedgerMessage) -> WindowMessage:
+    return WindowMessage(
+        m.msg_id, m.user_id, m.role, m.content, int(m.created_at.timestamp() * 1000), m.name
+    )
+
+
+async def repaired_window(
+    working: WorkingMemory,
+    reads: Reads,
+    user_id: str,
+    session_id: str,
+    n: int | None,
+    ledger_messages: int,
+) -> tuple[list[WindowMessage], bool]:
+    """The session's last ``n`` messages, and whether the window had to be repaired
+    with the ledger's last ``ledger_messages`` (see :meth:`Recall.window`)."""
+    read = await working.window(user_id, session_id, n)
+    if read.complete:
+        return read.messages, False
+    async with reads() as s:
+        rows = await ledger.recent_messages(s, user_id, session_id, ledger_messages)
+    await working.repair_window(user_id, session_id, [window_message(r) for r in rows])
+    if not rows:
+        return read.messages, False
+    metrics.WINDOW_REBUILDS.inc()
+    return (await working.window(user_id, session_id, n)).messages, True
+
+
+async def window_from_ledger(
+    reads: Reads, user_id: str, session_id: str, limit: int
+) -> list[WindowMessage]:
+    async with reads() as s:
+        rows = await ledger.recent_messages(s, user_id, session_id, limit)
+    return [window_message(r) for r in rows]
+
+
+async def read_facts(g: _Gathered, reads: Reads, user_id: str) -> None:
+    async with reads() as s:
+        g.facts, g.superseded = await fact_store.current_and_superseded(s, user_id)
+
+
+async def _embed(g: _Gathered, embedder: Embedder, texts: list[str]) -> list[list[float]]:
+    start = time.perf_counter()
+    try:
+        return await embedder.embed_queries(texts)
+    finally:
+        g.timings["embed"] = (time.perf_counter() - start) * 1000
+
+
+async def search_vectors(
+    g: _Gathered,
+    embedder: Callable[[], Embedder],
+    vectors: VectorsProvider,
+    user_id: str,
+    queries: Mapping[str, str],
+    k: int,
+) -> None:
+    model = embedder()
+    names = list(queries)
+    store, embedded = await asyncio.gather(vectors(), _embed(g, model, [queries[n] for n in names]))
+    g.query_vectors = embedded
+    # Ids and scores only: the ledger rows (read_rows), which the ranking reads anyway,
+    # give each hit's messages, texts and times. On Chroma, reading metadata and
+    # documents costs as much as the rest of the query.
+    results = await store.search_many(embedded, scope={"user_id": user_id}, top_k=k, fields="ids")
+    g.vector = dict(zip(names, results, strict=True))
+
+
+async def full_hits(g: _Gathered, vectors: VectorsProvider, user_id: str, k: int) -> None:
+    """The vector channel again, with metadata and chunk texts: what a hit covers
+    and shows when the ledger cannot say (it is down)."""
+    store = await vectors()
+    results = await store.search_many(
+        g.query_vectors, scope={"user_id": user_id}, top_k=k, fields="all"
+    )
+    g.vector = dict(zip(g.vector, results, strict=True))
+
+
+async def read_lexical(g: _Gathered, reads: Reads, user_id: str, rewrite: Rewrite, k: int) -> None:
+    async with reads() as s:
+        g.lexical = await lexical.search(s, user_id, rewrite, limit=k)
+
+
+async def read_knowledge(
+    g: _Gathered, knowledge: KnowledgeProvider, req: Request, locale: str, timeout_s: float
+) -> None:
+    turn = await guarded(
+        g, "knowledge", knowledge(req.user_id, req.session_id, req.query, locale), None, timeout_s
+    )
+    if turn is not None and getattr(turn, "degraded", None):
+        g.degraded["knowledge"] = str(turn.degraded)
+    g.knowledge = turn
