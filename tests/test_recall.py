@@ -270,14 +270,21 @@ async def test_the_ledger_rebuilds_each_chunks_exchange_unit_as_ingest_wrote_it(
         "assistant",  # the fifth reply: past the lookback, alone
         "user",  # the last turn, unanswered
     ]
+    msg_ids = []
     for i, role in enumerate(roles):
-        await mem.remember(user, session, role, f"turn {i} about the garden", ts=NOW + i * MINUTE)
+        said = await mem.remember(
+            user, session, role, f"turn {i} about the garden", ts=NOW + i * MINUTE
+        )
         # Another session of the user interleaved in time: never part of a unit here.
-        await mem.remember(user, other, "assistant", f"aside {i}", ts=NOW + (i + 0.5) * MINUTE)
+        aside = await mem.remember(
+            user, other, "assistant", f"aside {i}", ts=NOW + (i + 0.5) * MINUTE
+        )
+        msg_ids += [said, aside]
     assert (await mem.drain(summarize=False)).failed == 0
     store = await mem.memory_vectors()
-    query = (await mem.embedder.embed(["garden"]))[0]
-    full = (await store.search_many([query], scope={"user_id": user}, top_k=50))[0]
+    # Every chunk is read by id: a similarity search may leave one out (approximate index).
+    chunk_ids = [f"{m}#{i}" for m in msg_ids for i in range(3)]
+    full = await store.get(chunk_ids, scope={"user_id": user})
     written = {h.id.rpartition("#")[0]: tuple(str(h.metadata["msg_ids"]).split(",")) for h in full}
     # Six units in the session (turns 0, 1-2, 3, 4-8, 9, 10), and each aside alone.
     assert len(written) == 6 + len(roles)
