@@ -147,6 +147,7 @@ async def build(mem: AsyncMemory, chunks: int, rng: random.Random) -> list[str]:
                 source="user_stated",
             ),
             at=NOW,
+            accepted_at=None,
         )
     return sampled
 
