@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from memstack.extraction.base import Fact, FactType
+from memstack.extraction.languages import LANGUAGES as LANGUAGES
 
 # Numbers live in their own module; these names stay part of the vocabulary's API.
 from memstack.extraction.numbers import MAX_NUMBER_CHARS as MAX_NUMBER_CHARS
@@ -298,75 +299,6 @@ def normalise_list(value: Any, *, named: bool = False) -> list[str]:
     if not items:
         raise ValueError(f"empty list value {value!r}")
     return items
-
-
-_LANGUAGE_SPELLINGS = {
-    "zh": "中文 汉语 普通话 简体中文 繁体中文 简体 繁体 chinese mandarin",
-    "en": "英文 英语 english",
-    "ja": "日语 日文 japanese",
-    "ko": "韩语 韩文 korean",
-    "fr": "法语 french",
-    "de": "德语 german",
-    "es": "西班牙语 spanish",
-    "yue": "粤语 cantonese",
-    "it": "意大利语 italian",
-    "pt": "葡萄牙语 portuguese",
-    "ru": "俄语 russian",
-    "ar": "阿拉伯语 arabic",
-    "hi": "印地语 hindi",
-    "vi": "越南语 vietnamese",
-    "th": "泰语 thai",
-    "nl": "荷兰语 dutch",
-    "id": "印尼语 indonesian",
-    "tr": "土耳其语 turkish",
-    "pl": "波兰语 polish",
-    "sv": "瑞典语 swedish",
-    "ms": "马来语 马来文 malay",
-    "sw": "斯瓦希里语 swahili",
-    "el": "希腊语 希腊文 greek",
-    "he": "希伯来语 hebrew",
-    "fa": "波斯语 persian farsi",
-    "uk": "乌克兰语 ukrainian",
-    "cs": "捷克语 czech",
-    "fi": "芬兰语 finnish",
-    "da": "丹麦语 danish",
-    "no": "挪威语 norwegian",
-    "hu": "匈牙利语 hungarian",
-    "ro": "罗马尼亚语 romanian",
-    "bn": "孟加拉语 bengali",
-    "ta": "泰米尔语 tamil",
-    "tl": "他加禄语 tagalog filipino",
-    "ca": "加泰罗尼亚语 catalan",
-    "bg": "保加利亚语 bulgarian",
-    "mn": "蒙古语 mongolian",
-    "ga": "爱尔兰语 irish",
-    "hr": "克罗地亚语 croatian",
-    "sr": "塞尔维亚语 serbian",
-    "sk": "斯洛伐克语 slovak",
-    "lt": "立陶宛语 lithuanian",
-    "lv": "拉脱维亚语 latvian",
-    "et": "爱沙尼亚语 estonian",
-    "is": "冰岛语 icelandic",
-    "ka": "格鲁吉亚语 georgian",
-    "hy": "亚美尼亚语 armenian",
-    "kk": "哈萨克语 kazakh",
-    "uz": "乌兹别克语 uzbek",
-    "ne": "尼泊尔语 nepali",
-    "my": "缅甸语 burmese",
-    "km": "高棉语 柬埔寨语 khmer",
-    "lo": "老挝语 lao",
-    "ur": "乌尔都语 urdu",
-    "pa": "旁遮普语 punjabi",
-    "te": "泰卢固语 telugu",
-    "ml": "马拉雅拉姆语 malayalam",
-    "am": "阿姆哈拉语 amharic",
-    "yo": "约鲁巴语 yoruba",
-    "zu": "祖鲁语 zulu",
-    "af": "南非荷兰语 afrikaans",
-}
-LANGUAGES: dict[str, str] = {
-    word: code for code, words in _LANGUAGE_SPELLINGS.items() for word in words.split()
-}
 
 
 def normalise_language(value: Any) -> str:
