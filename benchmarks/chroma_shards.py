@@ -35,8 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from memstack.vectorstores.base import VectorRecord
-from memstack.vectorstores.chroma import ChromaStore, shard_of
+from memstack.stores.vectors.base import VectorRecord
+from memstack.stores.vectors.chroma import ChromaStore
+from memstack.stores.vectors.chroma_shards import shard_of
 
 COLLECTION = "bench_memory"
 MODEL = "bench-v1"

@@ -35,15 +35,15 @@ from pathlib import Path
 import numpy as np
 import psycopg
 
-from memstack import db, ledger
-from memstack.extraction.base import Fact
-from memstack.facts import write_fact
-from memstack.ids import chunk_id
-from memstack.ledger import LedgerMessage
+from memstack.core.facts.fact import Fact
+from memstack.core.ids import chunk_id
+from memstack.core.settings import load_settings
 from memstack.memory import AsyncMemory
-from memstack.settings import load_settings
-from memstack.vectorstores.base import VectorRecord
-from memstack.vectorstores.chroma import ChromaStore
+from memstack.stores.sql import db, ledger
+from memstack.stores.sql.facts import write_fact
+from memstack.stores.sql.ledger import LedgerMessage
+from memstack.stores.vectors.base import VectorRecord
+from memstack.stores.vectors.chroma import ChromaStore
 
 USERS = 1000
 SAMPLED_USERS = 100

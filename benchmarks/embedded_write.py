@@ -2,7 +2,7 @@
 
 Without ``MEMSTACK_REDIS_URL`` memstack runs an in-process fakeredis and journals every
 job ``AsyncMemory.remember()`` accepts into ``<MEMSTACK_HOME>/journal.db``
-(memstack/journal.py: sqlite3, WAL, synchronous=NORMAL, one autocommitted INSERT per
+(memstack/stores/journal.py: sqlite3, WAL, synchronous=NORMAL, one autocommitted INSERT per
 accepted message), replayed at the next open. One run measures, over ``--n`` timed
 writes after ``--warm`` untimed ones (100 sessions, the same ~260-byte message):
 
@@ -52,12 +52,12 @@ import fakeredis
 from redis.asyncio import Redis
 from sqlalchemy import select as sql_select
 
-from memstack.journal import Journal
-from memstack.keys import Keys
+from memstack.core.settings import Settings, load_settings
 from memstack.memory import AsyncMemory
-from memstack.models import MessageRow
-from memstack.settings import Settings, load_settings
-from memstack.working_memory import WorkingMemory
+from memstack.stores.journal import Journal
+from memstack.stores.redis.keys import Keys
+from memstack.stores.redis.working_memory import WorkingMemory
+from memstack.stores.sql.models import MessageRow
 
 TEXT = "我想买一台轻薄笔记本，预算不超过五千，重点关注续航和重量。" * 3
 SESSIONS = 100

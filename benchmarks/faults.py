@@ -41,7 +41,7 @@ if str(ROOT) not in sys.path:
 
 from sqlalchemy import select  # noqa: E402
 
-from memstack.models import MessageRow  # noqa: E402
+from memstack.stores.sql.models import MessageRow  # noqa: E402
 from tests.faults.checker import Row, format_table, markdown_table  # noqa: E402
 from tests.faults.deployment import ORACLE_SETTINGS  # noqa: E402
 from tests.faults.lab import Lab  # noqa: E402

@@ -28,9 +28,9 @@ from pathlib import Path
 
 import psycopg
 
-from memstack import db
+from memstack.core.settings import load_settings
 from memstack.memory import AsyncMemory
-from memstack.settings import load_settings
+from memstack.stores.sql import db
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "eval-data" / "locomo_dev5.json.gz"
 

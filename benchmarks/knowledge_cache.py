@@ -39,11 +39,11 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from memstack.knowledge_base import SCOPE_KEY, KnowledgeBase
-from memstack.knowledge_cache import KnowledgeCache, KnowledgeItem, Level2Search, kb_search
+from memstack.core.settings import Settings, load_settings
+from memstack.knowledge.base import SCOPE_KEY, KnowledgeBase
+from memstack.knowledge.cache import KnowledgeCache, KnowledgeItem, Level2Search, kb_search
 from memstack.memory import AsyncMemory
-from memstack.settings import Settings, load_settings
-from memstack.vectorstores.base import VectorRecord
+from memstack.stores.vectors.base import VectorRecord
 
 SUBJECTS = [
     "The settlement batch",

@@ -38,8 +38,8 @@ import httpx
 import psycopg
 import redis
 
-from memstack import db
-from memstack.settings import load_settings
+from memstack.core.settings import load_settings
+from memstack.stores.sql import db
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

@@ -28,17 +28,24 @@ from typing import Any
 
 import numpy as np
 
-from memstack import evaluation
-from memstack.assembly import EN, age_header, render_turn
-from memstack.chunking import exchange_units, split_semantic
-from memstack.embedders import build_embedder
-from memstack.lexical import bm25, rewrite_query
-from memstack.periods import named_period
-from memstack.ranking import OTHER_AUTHOR, PERIOD_MATCH, PERIOD_SLACK_S, dense_rewrite, recency
+from memstack.core.settings import Settings
+from memstack.eval import recall as evaluation
+from memstack.ml.embedders import build_embedder
 from memstack.recall import POOL_TOKENS
-from memstack.settings import Settings
-from memstack.tokens import lexical_terms, line_tokens
-from memstack.word_neighbours import expand, table
+from memstack.recall.assembly import EN, age_header, render_turn
+from memstack.recall.lexical import rewrite_query
+from memstack.recall.ranking import (
+    OTHER_AUTHOR,
+    PERIOD_MATCH,
+    PERIOD_SLACK_S,
+    dense_rewrite,
+    recency,
+)
+from memstack.recall.word_neighbours import expand, table
+from memstack.stores.sql.lexical import bm25
+from memstack.text.chunking import exchange_units, split_semantic
+from memstack.text.periods import named_period
+from memstack.text.tokens import lexical_terms, line_tokens
 
 POOL = 50  # set from --budget as context() sizes it
 DEFAULTS = Settings()

@@ -16,8 +16,8 @@ import time
 import uuid
 from pathlib import Path
 
+from memstack.core.settings import load_settings
 from memstack.memory import AsyncMemory
-from memstack.settings import load_settings
 
 
 async def main(n: int, redis_url: str) -> dict[str, float]:

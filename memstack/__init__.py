@@ -4,8 +4,7 @@ Redis holds what is happening now, PostgreSQL the facts that must be exact, a ve
 store what may be said another way; a session knowledge cache keeps good retrievals.
 """
 
-from memstack.documents import Document
-from memstack.errors import (
+from memstack.core.errors import (
     ConfigError,
     Conflict,
     ExtractionError,
@@ -20,16 +19,17 @@ from memstack.errors import (
     StoreUnavailable,
     ValidationError,
 )
-from memstack.facts import StoredFact
-from memstack.knowledge_base import AddReport, AddResult, KBDocument, KBHit
-from memstack.maintenance import MaintenanceReport, ReindexReport
-from memstack.manifest import ContextResult
+from memstack.core.settings import Settings, load_settings
+from memstack.ingest.maintenance import MaintenanceReport, ReindexReport
+from memstack.ingest.worker import WorkerReport
+from memstack.knowledge.base import AddReport, AddResult, KBDocument, KBHit
+from memstack.knowledge.documents import Document, Skipped
 from memstack.memory import AsyncMemory
-from memstack.queue import DeadLetter
-from memstack.settings import Settings, load_settings
+from memstack.recall.manifest import ContextResult
+from memstack.stores.redis.queue import DeadLetter
+from memstack.stores.redis.working_memory import SessionState, WindowMessage
+from memstack.stores.sql.facts import StoredFact
 from memstack.sync import Memory
-from memstack.worker import WorkerReport
-from memstack.working_memory import SessionState, WindowMessage
 
 # The public API: import these from ``memstack``, not from the modules that define them.
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
     "SchemaMismatch",
     "SessionState",
     "Settings",
+    "Skipped",
     "StoreError",
     "StoreUnavailable",
     "StoredFact",

@@ -14,16 +14,12 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from memstack import db, redis_layout
-from memstack.doctor import check_urls
-from memstack.errors import MemstackError
-from memstack.keys import LAYOUT_VERSION, Keys
-from memstack.settings import Settings, load_settings
-from memstack.stores import create_redis
+from memstack.core.errors import MemstackError
+from memstack.core.settings import Settings, load_settings
+from memstack.ops.doctor import check_urls
 
 if TYPE_CHECKING:
-    from memstack.knowledge_base import AddResult, KBHit, Skipped
-    from memstack.memory import AsyncMemory
+    from memstack import AddResult, AsyncMemory, KBHit, Skipped
 
 app = typer.Typer(help="memstack: layered memory for long-running AI agents.", no_args_is_help=True)
 db_app = typer.Typer(
@@ -48,26 +44,20 @@ def _settings() -> Settings:
 def db_upgrade(revision: Annotated[str, typer.Argument()] = "head") -> None:
     """Bring the database schema to REVISION (default: head), and a Redis server's keys
     to the current layout."""
+    from memstack.ops.upgrade import upgrade
+
     settings = _settings()
     try:
-        db.upgrade(settings, revision)
-        moved = asyncio.run(_upgrade_redis(settings)) if settings.redis_url else None
+        report = upgrade(settings, revision)
     except MemstackError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1) from exc
-    console.print(
-        f"database at revision [bold]{db.head_revision() if revision == 'head' else revision}"
-    )
-    if moved is not None:
-        console.print(f"Redis keys at layout [bold]{LAYOUT_VERSION}[/bold] ({moved} moved)")
-
-
-async def _upgrade_redis(settings: Settings) -> int:
-    redis = create_redis(settings)
-    try:
-        return await redis_layout.upgrade(redis, Keys(settings.key_prefix))
-    finally:
-        await redis.aclose()
+    console.print(f"database at revision [bold]{report.revision}")
+    if report.redis_keys_moved is not None:
+        console.print(
+            f"Redis keys at layout [bold]{report.redis_layout}[/bold] "
+            f"({report.redis_keys_moved} moved)"
+        )
 
 
 @app.command()
@@ -76,7 +66,7 @@ def doctor() -> None:
     needs `memstack db upgrade`, or is set up to lose data (a Redis that keeps nothing on
     disk; in server mode, a store each process would keep under its own working
     directory)."""
-    from memstack.doctor import run_checks
+    from memstack.ops.doctor import run_checks
 
     settings = _settings()
     results = asyncio.run(run_checks(settings))
@@ -96,7 +86,7 @@ def doctor() -> None:
 @app.command()
 def config() -> None:
     """Print every setting as a Markdown table (the README's configuration table)."""
-    from memstack.settings import settings_table
+    from memstack.core.settings import settings_table
 
     print(settings_table())
 
@@ -106,7 +96,7 @@ def demo(
     locale: Annotated[str, typer.Option(help="zh or en")] = "zh",
 ) -> None:
     """Run a short scripted conversation (a budget stated, then changed)."""
-    from memstack.demo import run_demo
+    from memstack.ops.demo import run_demo
 
     settings = _settings()
     try:
@@ -121,7 +111,7 @@ def worker(
     batch: Annotated[int | None, typer.Option(help="Jobs per batch (default: settings)")] = None,
 ) -> None:
     """Run an ingest worker until SIGTERM/SIGINT; the batch in hand is finished first."""
-    from memstack.memory import AsyncMemory
+    from memstack import AsyncMemory
 
     settings = _settings()
     if settings.embedded_redis:
@@ -169,7 +159,7 @@ T = TypeVar("T")
 
 
 def _with_memory(settings: Settings, work: Callable[[AsyncMemory], Awaitable[T]]) -> T:
-    from memstack.memory import AsyncMemory
+    from memstack import AsyncMemory
 
     async def run() -> T:
         async with await AsyncMemory.open(settings) as mem:
@@ -196,7 +186,7 @@ def kb_add(
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from memstack.knowledge_base import AddReport
+    from memstack import AddReport
 
     settings = _settings()
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
@@ -328,14 +318,14 @@ def eval_(
     """Evidence recall of context() on LoCoMo or LongMemEval, or fact extraction on cases
     of user messages (facts); last line is JSON."""
     if dataset == "facts":
-        from memstack.fact_eval import run_cli as facts_cli
+        from memstack.eval.facts import run_cli as facts_cli
 
         if semantic_budget is not None or top_k is not None:
             console.print("[red]error:[/red] --semantic-budget and --top-k are for recall evals")
             raise typer.Exit(2)
         facts_cli(console, _settings(), data, limit, home)
         return
-    from memstack.evaluation import run_cli
+    from memstack.eval.recall import run_cli
 
     run_cli(console, _settings(), dataset, data, semantic_budget, limit, top_k, home)
 
@@ -348,7 +338,7 @@ def calibrate(
     drop: Annotated[float, typer.Option(help="Share of hits the cut should drop.")] = 0.4,
 ) -> None:
     """Distance distribution of sample queries and the cut dropping ~40%."""
-    from memstack.evaluation import calibrate_cli
+    from memstack.ops.calibrate import calibrate_cli
 
     calibrate_cli(console, _settings(), queries, user, sample, drop)
 
@@ -449,7 +439,7 @@ def serve(
     """Run the HTTP API (FastAPI under uvicorn); /docs describes every route."""
     import uvicorn
 
-    from memstack.api import create_app
+    from memstack.server.http import create_app
 
     settings = _settings()
     if settings.embedded_redis:
@@ -463,7 +453,7 @@ def serve(
 @app.command("mcp")
 def mcp_() -> None:
     """Serve memstack's MCP tools over stdio (for an MCP client such as Claude Desktop)."""
-    from memstack.mcp_server import create_server
+    from memstack.server.mcp import create_server
 
     create_server(_settings()).run("stdio")
 

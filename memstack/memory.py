@@ -8,29 +8,23 @@ stays a single Redis round trip from a cold start.
 from __future__ import annotations
 
 import asyncio
-import math
 import time
-import uuid
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
-from memstack import db, erasure, home, ledger, maintenance, redis_layout
-from memstack import facts as fact_store
-from memstack.embedders import Embedder, build_embedder, prepare_queries
-from memstack.errors import NotFound, StoreUnavailable, ValidationError
-from memstack.extraction import build_extractor
-from memstack.facts import StoredFact
-from memstack.ids import validate_id
-from memstack.ingest import Ingestor
-from memstack.inputs import check_json, check_moment, check_text
-from memstack.journal import Journal
-from memstack.keys import Keys
-from memstack.knowledge_base import (
-    DEFAULT_NAMESPACE,
+from memstack.core.errors import NotFound, StoreUnavailable, ValidationError
+from memstack.core.ids import DEFAULT_NAMESPACE, validate_id
+from memstack.core.inputs import check_json, check_moment, check_text
+from memstack.core.settings import Settings, load_settings
+from memstack.core.time import Timestamp, from_ms, message_time_ms, to_ms
+from memstack.ingest import maintenance
+from memstack.ingest.maintenance import MaintenanceReport
+from memstack.ingest.summaries import summaries_of
+from memstack.ingest.worker import Worker, WorkerReport
+from memstack.knowledge.base import (
     AddReport,
     KBDocument,
     KBHit,
@@ -39,61 +33,26 @@ from memstack.knowledge_base import (
     Source,
     has_documents,
 )
-from memstack.knowledge_cache import KnowledgeCache, KnowledgeTurn, kb_search
-from memstack.maintenance import MaintenanceReport
-from memstack.manifest import ContextResult
-from memstack.models import SummaryRow, ToolResultRow
-from memstack.queue import DeadLetter, IngestQueue
+from memstack.knowledge.cache import KnowledgeCache, KnowledgeTurn, kb_search
+from memstack.ml.embedders import Embedder, build_embedder, prepare_queries
 from memstack.recall import Recall
-from memstack.settings import Settings, load_settings
-from memstack.stores import create_redis
-from memstack.summary import build_summariser
-from memstack.summary_store import Summarizer, summaries_of
-from memstack.vectorstores.base import VectorStore
-from memstack.vectorstores.factory import build_kb_store, build_memory_store
-from memstack.worker import Worker, WorkerReport
-from memstack.working_memory import (
+from memstack.recall.manifest import ContextResult
+from memstack.stores import home
+from memstack.stores.journal import Journal
+from memstack.stores.redis.queue import DeadLetter, IngestQueue
+from memstack.stores.redis.working_memory import (
     SessionState,
     WindowMessage,
     WorkingMemory,
     validate_message,
     validate_name,
 )
-
-Timestamp = datetime | float | int
-
-
-# How far ahead of the clock a message's ts may be: clock skew between the caller and
-# memstack, not messages dated next year.
-MAX_FUTURE_S = 86400
-
-
-def to_ms(ts: Timestamp | None) -> int:
-    """Epoch milliseconds of a datetime (aware), epoch seconds, or now."""
-    if ts is None:
-        return int(time.time() * 1000)
-    if isinstance(ts, datetime):
-        if ts.tzinfo is None:
-            raise ValidationError("a time must be timezone-aware (a naive datetime is ambiguous)")
-        return int(ts.timestamp() * 1000)
-    if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts):
-        raise ValidationError(f"a time must be a datetime or epoch seconds, got {ts!r}")
-    return int(float(ts) * 1000)
-
-
-def message_time_ms(ts: Timestamp | None) -> int:
-    """A message's time in epoch milliseconds: after 1970, at most a day ahead of now."""
-    ms = to_ms(ts)
-    if not 0 <= ms <= (time.time() + MAX_FUTURE_S) * 1000:
-        raise ValidationError(
-            f"ts {datetime.fromtimestamp(ms / 1000, tz=UTC) if ms >= 0 else ms} is out of range: "
-            "a message's time lies between 1970 and a day from now"
-        )
-    return ms
-
-
-def from_ms(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+from memstack.stores.sql import db, erasure, ledger, tool_results
+from memstack.stores.sql import facts as fact_store
+from memstack.stores.sql.facts import StoredFact
+from memstack.stores.sql.models import SummaryRow, ToolResultRow
+from memstack.stores.vectors.base import VectorStore
+from memstack.wiring import build_kb_store, build_memory_store, build_worker, connect
 
 
 class AsyncMemory:
@@ -134,25 +93,7 @@ class AsyncMemory:
     @classmethod
     async def open(cls, settings: Settings | None = None) -> AsyncMemory:
         settings = settings or load_settings()
-        if settings.embedded_redis:
-            home.claim(settings.home)
-        redis = create_redis(settings)
-        engine = db.create_engine(settings)
-        try:
-            try:
-                await redis.ping()
-            except Exception as exc:
-                raise StoreUnavailable(f"Redis unreachable at {settings.redis_url}: {exc}") from exc
-            await db.prepare(engine, settings)
-            await redis_layout.check(
-                redis, Keys(settings.key_prefix), migrate=settings.embedded_redis
-            )
-        except BaseException:
-            await redis.aclose()
-            await engine.dispose()
-            raise
-        # The embedded Redis ends with the process: what it accepted is journaled too.
-        journal = Journal(settings.home / "journal.db") if settings.embedded_redis else None
+        redis, engine, journal = await connect(settings)
         mem = cls(settings, engine, WorkingMemory(redis, settings), journal)
         await mem.queue.replay_journal()
         return mem
@@ -197,18 +138,9 @@ class AsyncMemory:
         """The ingest worker this object runs in-process (``drain``, ``memstack worker``)."""
         if self._worker is None:
             vectors = await self.memory_vectors()
-            summarizer = Summarizer(
-                self.settings,
-                self.sessions,
-                self.working,
-                build_summariser(self.settings),
-                self.embedder,
-                vectors,
+            self._worker = build_worker(
+                self.settings, self.sessions, self.working, self.queue, self.embedder, vectors
             )
-            ingestor = Ingestor(
-                self.settings, self.sessions, self.embedder, vectors, build_extractor(self.settings)
-            )
-            self._worker = Worker(self.queue, ingestor, summarizer, self.settings.ingest_batch)
         return self._worker
 
     # --- ingest ----------------------------------------------------------------------
@@ -250,6 +182,9 @@ class AsyncMemory:
             self.sessions, await self.memory_vectors(), self.settings, now=at, dry_run=dry_run
         )
         return report
+
+    async def keys_without_ttl(self) -> list[str]:
+        return await self.working.keys_without_ttl()
 
     async def reindex(
         self, progress: Callable[[int, int], None] | None = None
@@ -351,7 +286,7 @@ class AsyncMemory:
         in one atomic Redis script. ``msg_id`` is the caller's idempotency key: a retry
         with the same one changes nothing. It is scoped to the session, so the id
         returned is ``"<user_id>/<session_id>:<msg_id>"`` (see
-        :func:`memstack.ids.scoped_msg_id`).
+        :func:`memstack.core.ids.scoped_msg_id`).
         ``name`` is the author in a conversation of several people (OpenAI's ``name``):
         1–64 characters after stripping, no line break, control character or colon.
         """
@@ -415,7 +350,9 @@ class AsyncMemory:
             encoded = encoded_values[field]
             size = len(encoded.encode("utf-8"))
             if size > self.settings.large_value_bytes:
-                ref = await self._store_large(user_id, session_id, str(field), encoded, size)
+                ref = await tool_results.save(
+                    self.sessions, user_id, session_id, str(field), encoded
+                )
                 stored[field] = {"$ref": ref, "summary": encoded[:200], "bytes": size}
             else:
                 stored[field] = value
@@ -430,33 +367,10 @@ class AsyncMemory:
         """The full content behind a ``$ref`` left in the state hash."""
         validate_id("user_id", user_id)
         validate_id("ref", ref)
-        async with db.guarded("tool result"), self.sessions() as s:
-            row = await s.scalar(
-                select(ToolResultRow).where(
-                    ToolResultRow.id == ref, ToolResultRow.user_id == user_id
-                )
-            )
-        if row is None:
+        content = await tool_results.load(self.sessions, user_id, ref)
+        if content is None:
             raise NotFound(f"no tool result {ref!r} for this user")
-        return row.content
-
-    async def _store_large(
-        self, user_id: str, session_id: str, field: str, content: str, size: int
-    ) -> str:
-        ref = uuid.uuid4().hex
-        async with db.guarded("tool result"), self.sessions.begin() as s:
-            s.add(
-                ToolResultRow(
-                    id=ref,
-                    user_id=user_id,
-                    session_id=session_id,
-                    field=field,
-                    content=content,
-                    size_bytes=size,
-                    created_at=datetime.now(UTC),
-                )
-            )
-        return ref
+        return content
 
     # --- knowledge base and session knowledge cache -------------------------------
     async def knowledge_base(self, namespace: str = DEFAULT_NAMESPACE) -> KnowledgeBase:
@@ -493,7 +407,7 @@ class AsyncMemory:
         progress: Progress | None = None,
     ) -> AddReport:
         """Add or replace documents: a ``Path`` is a file or folder, a ``str`` is the text
-        of a document, a :class:`~memstack.knowledge_base.Document` is text with its id."""
+        of a document, a :class:`~memstack.knowledge.base.Document` is text with its id."""
         kb = await self.knowledge_base(namespace)
         return await kb.add(sources, progress=progress)
 
@@ -581,7 +495,3 @@ class AsyncMemory:
             locale=locale,
             system=system,
         )
-
-    # --- maintenance ---------------------------------------------------------------
-    async def keys_without_ttl(self) -> list[str]:
-        return await self.working.keys_without_ttl()

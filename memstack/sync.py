@@ -9,23 +9,24 @@ import threading
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
-from memstack.facts import StoredFact
-from memstack.knowledge_base import (
-    DEFAULT_NAMESPACE,
+from memstack.core.ids import DEFAULT_NAMESPACE
+from memstack.core.settings import Settings
+from memstack.core.time import Timestamp
+from memstack.ingest.maintenance import MaintenanceReport, ReindexReport
+from memstack.ingest.worker import WorkerReport
+from memstack.knowledge.base import (
     AddReport,
     KBDocument,
     KBHit,
     Progress,
     Source,
 )
-from memstack.knowledge_cache import KnowledgeTurn
-from memstack.maintenance import MaintenanceReport, ReindexReport
-from memstack.manifest import ContextResult
-from memstack.memory import AsyncMemory, Timestamp
-from memstack.queue import DeadLetter
-from memstack.settings import Settings
-from memstack.worker import WorkerReport
-from memstack.working_memory import SessionState, WindowMessage
+from memstack.knowledge.cache import KnowledgeTurn
+from memstack.memory import AsyncMemory
+from memstack.recall.manifest import ContextResult
+from memstack.stores.redis.queue import DeadLetter
+from memstack.stores.redis.working_memory import SessionState, WindowMessage
+from memstack.stores.sql.facts import StoredFact
 
 T = TypeVar("T")
 

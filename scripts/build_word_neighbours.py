@@ -1,7 +1,7 @@
 """Rebuild memstack/data/word_neighbours.json from the installed all-MiniLM-L6-v2.
 
 Run: ``.venv/bin/python scripts/build_word_neighbours.py`` (about 25 s on two cores).
-The same model and vocabulary give the same file; see memstack/word_neighbours.py.
+The same model and vocabulary give the same file; see memstack/recall/word_neighbours.py.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import asyncio
 import json
 from pathlib import Path
 
-from memstack.embedders import MINILM_VERSION, MiniLMEmbedder, minilm_model_dir
-from memstack.word_neighbours import MIN_SCORE, TABLE, TOP, neighbour_table, vocabulary
+from memstack.ml.embedders import MINILM_VERSION, MiniLMEmbedder, minilm_model_dir
+from memstack.recall.word_neighbours import MIN_SCORE, TABLE, TOP, neighbour_table, vocabulary
 
 
 def main() -> None:

@@ -15,9 +15,9 @@ import psycopg
 import pytest
 import redis
 
-from memstack import db
+from memstack.core.settings import Settings, load_settings
 from memstack.memory import AsyncMemory
-from memstack.settings import Settings, load_settings
+from memstack.stores.sql import db
 
 REDIS_URL = os.environ.get("MEMSTACK_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 PG_ADMIN_URL = os.environ.get(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from memstack.extraction import RulesExtractor
-from memstack.extraction.base import Fact
+from memstack.core.facts.fact import Fact
+from memstack.ingest.extraction import RulesExtractor
 
 RULES = RulesExtractor()
 

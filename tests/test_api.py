@@ -18,11 +18,11 @@ import pytest
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
-from memstack.api import create_app
-from memstack.errors import ConfigError, SchemaMismatch
+from memstack.core.errors import ConfigError, SchemaMismatch
+from memstack.core.settings import Settings
 from memstack.memory import AsyncMemory
-from memstack.settings import Settings
-from memstack.working_memory import WorkingMemory
+from memstack.server.http import create_app
+from memstack.stores.redis.working_memory import WorkingMemory
 from tests.conftest import make_settings, new_id
 from tests.test_fact_time import NOT_ANYMORE, VEGETARIAN, Scripted
 

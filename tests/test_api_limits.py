@@ -21,11 +21,11 @@ from fastapi import FastAPI
 from pydantic import SecretStr
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from memstack.api import create_app
-from memstack.errors import ConfigError, ModelUnavailable, StoreError, StoreUnavailable
-from memstack.ids import MAX_ID_LEN
+from memstack.core.errors import ConfigError, ModelUnavailable, StoreError, StoreUnavailable
+from memstack.core.ids import MAX_ID_LEN
+from memstack.core.settings import Settings
 from memstack.memory import AsyncMemory
-from memstack.settings import Settings
+from memstack.server.http import create_app
 from tests.conftest import new_id
 
 TOKEN = "limits-token-0123456789"
@@ -383,7 +383,7 @@ async def test_store_errors_reach_the_client_as_their_layer_only(
         raise exc
 
     monkeypatch.setattr(mem, "facts", failing)
-    with caplog.at_level(logging.WARNING, logger="memstack.api"):
+    with caplog.at_level(logging.WARNING, logger="memstack.server.http"):
         r = await client.get("/v1/users/u1/facts")
     assert r.status_code == status
     assert r.json()["detail"] == detail

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memstack.assembly import (
+from memstack.core.errors import ValidationError
+from memstack.recall.assembly import (
     EN,
     ZH,
     Turn,
@@ -14,7 +15,6 @@ from memstack.assembly import (
     render_fact,
     render_history,
 )
-from memstack.errors import ValidationError
 
 DAY = 86400
 
@@ -101,7 +101,7 @@ def test_unknown_locale_is_refused() -> None:
 
 
 def test_history_items_of_one_age_share_their_header() -> None:
-    from memstack.assembly import render_history_groups
+    from memstack.recall.assembly import render_history_groups
 
     lines = render_history_groups(
         [("- [3天前]", "用户：甲"), ("- [3天前]", "助手：乙"), ("- [1天前]", "用户：丙")]

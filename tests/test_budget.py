@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from memstack.budget import Fit, allocate, base_caps, truncate_tokens
-from memstack.errors import ValidationError
-from memstack.tokens import count_tokens
+from memstack.core.errors import ValidationError
+from memstack.recall.budget import Fit, allocate, base_caps, truncate_tokens
+from memstack.text.tokens import count_tokens
 
 
 def items_packer(sizes: list[int]):  # type: ignore[no-untyped-def]

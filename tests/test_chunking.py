@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from memstack.chunking import ChatMessage, Unit, exchange_units, split_semantic
+from memstack.text.chunking import ChatMessage, Unit, exchange_units, split_semantic
 
 ZH_SENTENCE = "我们比较了三款笔记本电脑的续航和重量。"  # 19 characters
 EN_SENTENCE = "We compared the battery life of three laptops. "  # 47 characters

@@ -12,9 +12,9 @@ import psycopg
 import pytest
 from typer.testing import CliRunner
 
-from memstack import doctor
 from memstack.cli import app
-from memstack.settings import load_settings
+from memstack.core.settings import load_settings
+from memstack.ops import doctor
 from tests.conftest import PG_ADMIN_URL
 from tests.faults.servers import RedisInstance
 

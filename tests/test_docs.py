@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from memstack.settings import settings_table
+from memstack.core.settings import settings_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,7 +72,7 @@ def _key_table() -> dict[str, tuple[str, set[str]]]:
 
 
 def test_facts_doc_key_table_matches_the_vocabulary() -> None:
-    from memstack.extraction.vocabulary import VOCABULARY
+    from memstack.core.facts.vocabulary import VOCABULARY
 
     table = _key_table()
     assert list(table) == list(VOCABULARY), "docs/facts.md key table != VOCABULARY keys"

@@ -17,15 +17,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import func, select
 
-from memstack import ledger, units
-from memstack.embedders import Embedder
-from memstack.extraction import build_extractor
-from memstack.extraction.base import Fact
-from memstack.ingest import Ingestor, message_from_job
+from memstack.core.facts.fact import Fact
+from memstack.core.settings import Settings
+from memstack.ingest import units
+from memstack.ingest.extraction import build_extractor
+from memstack.ingest.pipeline import Ingestor, message_from_job
+from memstack.ingest.worker import Worker
 from memstack.memory import AsyncMemory
-from memstack.models import FactRow, MessageRow
-from memstack.settings import Settings
-from memstack.worker import Worker
+from memstack.ml.embedders import Embedder
+from memstack.stores.sql import ledger
+from memstack.stores.sql.models import FactRow, MessageRow
 from tests.conftest import new_id
 
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)

@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from memstack import doctor, redis_layout
-from memstack.errors import HomeInUse, SchemaMismatch
-from memstack.keys import Keys
+from memstack.core.errors import HomeInUse, SchemaMismatch
+from memstack.core.settings import Settings
 from memstack.memory import AsyncMemory
-from memstack.settings import Settings
-from memstack.stores import create_redis
+from memstack.ops import doctor
+from memstack.stores.connect import create_redis
+from memstack.stores.redis import layout as redis_layout
+from memstack.stores.redis.keys import Keys
 from tests.conftest import make_settings, new_id
 
 # A process that remembers a few messages in an embedded home, says so, and then ends
@@ -27,7 +28,7 @@ from tests.conftest import make_settings, new_id
 WRITER = """
 import sys, time
 from memstack import Memory
-from memstack.settings import load_settings
+from memstack.core.settings import load_settings
 
 home, user, then = sys.argv[1], sys.argv[2], sys.argv[3]
 mem = Memory(load_settings(home=home, embedder="hashing"))
@@ -64,7 +65,7 @@ async def _ledger_ids(settings: Settings, user: str) -> list[str]:
         window = await mem.window(user, "s1", 40)
         ctx = await mem.context(user, "s1", "what was turn 3?")
         assert "turn 3" in ctx.text
-        from memstack import ledger
+        from memstack.stores.sql import ledger
 
         async with mem.sessions() as s:
             rows = await ledger.recent_messages(s, user, "s1", 100)

@@ -20,8 +20,10 @@ from typing import Any
 
 import pytest
 
-from memstack import embedders
-from memstack.embedders import (
+from memstack.core.errors import ConfigError, ModelUnavailable, StoreUnavailable
+from memstack.core.settings import load_settings
+from memstack.ml import embedders
+from memstack.ml.embedders import (
     BgeSmallEmbedder,
     HashingEmbedder,
     MiniLMEmbedder,
@@ -31,8 +33,6 @@ from memstack.embedders import (
     onnx_export_path,
     resolve_dim,
 )
-from memstack.errors import ConfigError, ModelUnavailable, StoreUnavailable
-from memstack.settings import load_settings
 
 
 def _cos(a: Sequence[float], b: Sequence[float]) -> float:
@@ -248,7 +248,9 @@ def test_importing_embedders_loads_no_model_library() -> None:
     heavy = (
         "('torch', 'sentence_transformers', 'transformers', 'onnxruntime', 'onnx', 'tokenizers')"
     )
-    code = f"import sys, memstack.embedders; print(sorted(m for m in {heavy} if m in sys.modules))"
+    code = (
+        f"import sys, memstack.ml.embedders; print(sorted(m for m in {heavy} if m in sys.modules))"
+    )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
@@ -421,7 +423,7 @@ def test_onnx_export_is_reused_by_a_new_process_without_torch(
     code = (
         "import json, sys\n"
         "from pathlib import Path\n"
-        "from memstack.embedders import MiniLMEmbedder\n"
+        "from memstack.ml.embedders import MiniLMEmbedder\n"
         f"vector = MiniLMEmbedder(cache_dir=Path({str(onnx_cache)!r}))._encode(['reuse me'])[0]\n"
         "print(json.dumps({'torch': 'torch' in sys.modules, 'vector': vector}))\n"
     )
@@ -450,7 +452,7 @@ def test_a_damaged_onnx_cache_file_is_exported_again(
     killed.write_bytes(b"half")
     running.write_bytes(b"half")
     os.utime(killed, (time.time() - 7200, time.time() - 7200))
-    with caplog.at_level(logging.WARNING, logger="memstack.embedders"):
+    with caplog.at_level(logging.WARNING, logger="memstack.ml.embedders"):
         (again,) = MiniLMEmbedder(cache_dir=tmp_path)._encode(["a damaged cache"])
     assert "exporting it again" in caplog.text
     assert _cos(again, good) > 0.99999
@@ -552,7 +554,7 @@ def test_a_process_that_exits_while_the_int8_copy_is_made_exits_cleanly(
     shutil.copy(export, cache / export.name)
     script = (
         "import asyncio\n"
-        "from memstack.embedders import MiniLMEmbedder\n"
+        "from memstack.ml.embedders import MiniLMEmbedder\n"
         "asyncio.run(MiniLMEmbedder().embed_queries(['How much can I spend?']))\n"
     )
     done = subprocess.run(
@@ -590,7 +592,7 @@ def test_a_damaged_int8_copy_is_made_again(
     size = int8.stat().st_size
     int8.write_bytes(int8.read_bytes()[: size // 2])
     embedders._onnx_models.clear()  # a new process
-    with caplog.at_level(logging.WARNING, logger="memstack.embedders"):
+    with caplog.at_level(logging.WARNING, logger="memstack.ml.embedders"):
         (again,) = MiniLMEmbedder(cache_dir=query_cache)._encode(QUERIES[:1], query=True)
     assert "quantising it again" in caplog.text
     # The quantiser's own chatter on the root logger stays out of the application's log.
@@ -608,7 +610,7 @@ def test_queries_fall_back_to_float32_when_quantising_fails(
 
     monkeypatch.setattr("onnxruntime.quantization.quantize_dynamic", broken)
     emb = MiniLMEmbedder(cache_dir=query_cache)
-    with caplog.at_level(logging.WARNING, logger="memstack.embedders"):
+    with caplog.at_level(logging.WARNING, logger="memstack.ml.embedders"):
         emb.prepare_queries()
         (query,) = emb._encode(QUERIES[:1], query=True)
     assert "quantising it failed (no quantisation here)" in caplog.text

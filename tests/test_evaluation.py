@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memstack import evaluation, ledger
 from memstack.cli import app
-from memstack.errors import ValidationError
+from memstack.core.errors import ValidationError
+from memstack.core.settings import Settings
+from memstack.eval import recall as evaluation
 from memstack.memory import AsyncMemory
-from memstack.settings import Settings
+from memstack.ops import calibrate as calibration
+from memstack.stores.sql import ledger
 from tests.conftest import make_settings
 
 EVAL_DATA = Path(__file__).resolve().parents[2] / "shared" / "eval-data"
@@ -144,14 +146,14 @@ async def test_calibrate_cut_drops_the_share_asked(tmp_path: Path) -> None:
         for i, (_, text) in enumerate(TOPICS * 3):
             await mem.remember("cal-user", "cal-s", "user", f"{text} ({i})")
         await mem.drain(summarize=False)
-        cal = await evaluation.calibrate(mem, sample=12)
-        asked = await evaluation.calibrate(
+        cal = await calibration.calibrate(mem, sample=12)
+        asked = await calibration.calibrate(
             mem, queries=["pottery bowl", "garden"], user_id="cal-user"
         )
         with pytest.raises(ValidationError):
-            await evaluation.calibrate(mem, queries=["x"])
+            await calibration.calibrate(mem, queries=["x"])
         with pytest.raises(ValidationError):
-            await evaluation.calibrate(mem, drop_share=1.5)
+            await calibration.calibrate(mem, drop_share=1.5)
     assert cal.queries == 12 and cal.distances
     assert cal.threshold is not None
     above = sum(d > cal.threshold for d in cal.distances) / len(cal.distances)

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from memstack.extraction import (
+from memstack.core.settings import Settings, load_settings
+from memstack.ingest.extraction import (
     BatchMessage,
     ChatJSON,
     LLMExtractor,
@@ -22,11 +23,10 @@ from memstack.extraction import (
     build_extractor,
     prepare_batch,
 )
-from memstack.extraction.chat import Breaker
-from memstack.extraction.llm import json_payload
-from memstack.extraction.prompts import BATCH_PROMPT, EXTRACT_PROMPT
+from memstack.ingest.extraction.llm import json_payload
+from memstack.ingest.extraction.prompts import BATCH_PROMPT, EXTRACT_PROMPT
 from memstack.memory import AsyncMemory
-from memstack.settings import Settings, load_settings
+from memstack.ml.chat import Breaker
 from tests.conftest import new_id
 
 MODEL = "test-model-7b"

@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from memstack.extraction import Fact, RulesExtractor, canonical_key
-from memstack.extraction.vocabulary import (
+from memstack.core.facts.vocabulary import (
     VOCABULARY,
     normalise_money,
     normalise_value,
     parse_number,
 )
+from memstack.ingest.extraction import Fact, RulesExtractor, canonical_key
 
 CNY_5000 = {"amount": 5000, "currency": "CNY"}
 

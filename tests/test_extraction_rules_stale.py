@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from memstack.extraction.rules import has_turn_word
+from memstack.ingest.extraction.rules import has_turn_word
 from tests.fact_rules import after, money
 
 # --- a change the rules cannot read ends the old value -------------------------------------------

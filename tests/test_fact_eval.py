@@ -17,8 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 from memstack.cli import app
-from memstack.errors import ValidationError
-from memstack.fact_eval import (
+from memstack.core.errors import ValidationError
+from memstack.eval.facts import (
     Case,
     list_match,
     load_cases,

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from memstack import Memory
-from memstack.errors import ValidationError
-from memstack.extraction.base import Fact
-from memstack.facts import Outcome, write_fact
-from memstack.ledger import LedgerMessage
+from memstack.core.errors import ValidationError
+from memstack.core.facts.fact import Fact
+from memstack.core.settings import Settings
 from memstack.memory import AsyncMemory
-from memstack.settings import Settings
+from memstack.stores.sql.facts import Outcome, write_fact
+from memstack.stores.sql.ledger import LedgerMessage
 from tests.conftest import new_id
 
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)

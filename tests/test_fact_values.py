@@ -16,12 +16,12 @@ import pytest
 from prometheus_client import REGISTRY
 from sqlalchemy import text
 
-from memstack.assembly import EN, ZH, format_value, render_fact
-from memstack.extraction.base import Fact
-from memstack.extraction.vocabulary import same_value
-from memstack.facts import write_fact
+from memstack.core.facts.fact import Fact
+from memstack.core.facts.vocabulary import same_value
 from memstack.memory import AsyncMemory
-from memstack.snippets import stale_key
+from memstack.recall.assembly import EN, ZH, format_value, render_fact
+from memstack.recall.snippets import stale_key
+from memstack.stores.sql.facts import write_fact
 from tests.conftest import new_id
 
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from memstack.extraction.base import Fact
-from memstack.facts import Outcome, write_fact
+from memstack.core.facts.fact import Fact
+from memstack.core.settings import Settings
 from memstack.memory import AsyncMemory
-from memstack.models import FactRow, MessageRow
-from memstack.settings import Settings
+from memstack.stores.sql.facts import Outcome, write_fact
+from memstack.stores.sql.models import FactRow, MessageRow
 from tests.conftest import new_id
 
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
@@ -477,7 +477,7 @@ async def test_worker_process_stops_cleanly_on_sigterm(
 async def test_store_outage_keeps_jobs_pending_instead_of_dead_lettering(
     any_settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from memstack.errors import StoreUnavailable
+    from memstack.core.errors import StoreUnavailable
 
     mem = await AsyncMemory.open(any_settings.model_copy(update={"ingest_max_deliveries": 2}))
     try:
@@ -507,7 +507,7 @@ async def test_store_outage_keeps_jobs_pending_instead_of_dead_lettering(
 async def test_vector_model_mismatch_stops_the_worker_before_any_job(
     service_settings: Settings,
 ) -> None:
-    from memstack.errors import SchemaMismatch
+    from memstack.core.errors import SchemaMismatch
 
     first = await AsyncMemory.open(service_settings)
     await first.memory_vectors()  # creates the collection for hashing-v1-384
@@ -551,7 +551,7 @@ async def test_schema_refuses_two_current_rows(mem: AsyncMemory) -> None:
 async def test_database_outage_keeps_jobs_pending(service_settings: Settings) -> None:
     from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
-    from memstack.errors import StoreUnavailable
+    from memstack.core.errors import StoreUnavailable
 
     mem = await AsyncMemory.open(service_settings.model_copy(update={"ingest_max_deliveries": 1}))
     dead = create_async_engine("postgresql+psycopg://postgres@127.0.0.1:1/none")
@@ -582,7 +582,8 @@ async def test_database_outage_keeps_jobs_pending(service_settings: Settings) ->
 async def test_a_name_travels_from_remember_to_ledger_index_chunk_and_rebuilt_window(
     mem: AsyncMemory,
 ) -> None:
-    from memstack import ledger, lexical
+    from memstack.recall.lexical import rewrite_query
+    from memstack.stores.sql import ledger, lexical
 
     u, s = new_id("u"), new_id("s")
     tim = await mem.remember(u, s, "user", "I moved to Lisbon last spring.", ts=T0, name="Tim")
@@ -606,7 +607,7 @@ async def test_a_name_travels_from_remember_to_ledger_index_chunk_and_rebuilt_wi
         assert "tim" in rows[tim].search_terms.split()
         assert "tim" not in rows[joanna].search_terms.split()
         # "What did Tim say" finds Tim's message although its text never names him.
-        hits = await lexical.search(sess, u, lexical.rewrite_query("Tim"))
+        hits = await lexical.search(sess, u, rewrite_query("Tim").weights)
         assert [h.msg_id for h in hits] == [tim]
         recent = await ledger.recent_messages(sess, u, s, 10)
     assert [(m.msg_id, m.name) for m in recent] == [(tim, "Tim"), (reply, None), (joanna, "Joanna")]
@@ -646,9 +647,9 @@ async def test_old_job_without_a_name_and_an_empty_name_are_ingested_unnamed(
 
 
 def test_a_job_with_a_bad_name_is_malformed() -> None:
-    from memstack.errors import ValidationError
-    from memstack.ingest import message_from_job
-    from memstack.queue import Job
+    from memstack.core.errors import ValidationError
+    from memstack.ingest.pipeline import message_from_job
+    from memstack.stores.redis.queue import Job
 
     fields = {
         "msg_id": "s1:m1",

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from memstack.errors import Conflict, InvalidContent, InvalidId, ValidationError
+from memstack.core.errors import Conflict, InvalidContent, InvalidId, ValidationError
 from memstack.memory import AsyncMemory
 from tests.conftest import new_id
 

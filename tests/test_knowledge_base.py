@@ -17,21 +17,22 @@ from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from typer.testing import CliRunner
 
-from memstack import Memory, db
-from memstack import knowledge_base as kb_module
+from memstack import Memory
 from memstack.cli import app
-from memstack.embedders import HashingEmbedder
-from memstack.errors import (
+from memstack.core.errors import (
     InvalidContent,
     InvalidId,
     NotFound,
     StoreUnavailable,
     ValidationError,
 )
-from memstack.knowledge_base import AddReport, Document, KnowledgeBase, slug_id
+from memstack.core.settings import Settings
+from memstack.knowledge import base as kb_module
+from memstack.knowledge.base import AddReport, Document, KnowledgeBase, slug_id
 from memstack.memory import AsyncMemory
-from memstack.settings import Settings
-from memstack.vectorstores.factory import build_kb_store
+from memstack.ml.embedders import HashingEmbedder
+from memstack.stores.sql import db
+from memstack.wiring import build_kb_store
 from tests.conftest import make_settings
 
 SETTLEMENT = (

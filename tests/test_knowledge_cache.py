@@ -17,18 +17,18 @@ from prometheus_client import REGISTRY
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from memstack.errors import (
+from memstack.core.errors import (
     InvalidContent,
     InvalidId,
     StoreUnavailable,
     ValidationError,
 )
-from memstack.ids import text_hash
-from memstack.knowledge_base import Document
-from memstack.knowledge_cache import KnowledgeCache, KnowledgeItem, KnowledgeTurn, merge_levels
+from memstack.core.ids import text_hash
+from memstack.core.settings import Settings
+from memstack.knowledge.base import Document
+from memstack.knowledge.cache import KnowledgeCache, KnowledgeItem, KnowledgeTurn, merge_levels
 from memstack.memory import AsyncMemory
-from memstack.settings import Settings
-from memstack.stores import create_redis
+from memstack.stores.connect import create_redis
 from memstack.sync import Memory
 from tests.conftest import make_settings, new_id
 

@@ -12,11 +12,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from memstack import ledger, lexical
-from memstack.errors import InvalidId
-from memstack.ledger import LedgerMessage
+from memstack.core.errors import InvalidId
+from memstack.core.settings import load_settings
 from memstack.memory import AsyncMemory
-from memstack.settings import load_settings
+from memstack.recall import lexical
+from memstack.stores.sql import ledger
+from memstack.stores.sql import lexical as ledger_search
+from memstack.stores.sql.ledger import LedgerMessage
 from tests.conftest import new_id
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
@@ -39,7 +41,7 @@ def test_rewrite_keeps_topic_and_entities_and_drops_scaffolding() -> None:
 
 def test_bm25_prefers_the_rare_term() -> None:
     docs = [Counter(["budget", "laptop"]), Counter(["laptop", "weight"]), Counter(["laptop"])]
-    scores = lexical.bm25(
+    scores = ledger_search.bm25(
         {"budget": 1.0, "laptop": 1.0},
         docs,
         n_docs=3,
@@ -76,11 +78,11 @@ async def test_search_ranks_by_bm25_and_never_leaves_the_user(mem: AsyncMemory) 
     )
     await _put(mem, bob, ["My budget is secret and the laptop is heavy. budget budget"])
     async with mem.sessions() as s:
-        hits = await lexical.search(s, alice, lexical.rewrite_query("laptop budget?"))
-        zh = await lexical.search(s, alice, lexical.rewrite_query("我的预算是多少"))
-        none = await lexical.search(s, alice, lexical.rewrite_query("zebra"))
+        hits = await ledger_search.search(s, alice, lexical.rewrite_query("laptop budget?").weights)
+        zh = await ledger_search.search(s, alice, lexical.rewrite_query("我的预算是多少").weights)
+        none = await ledger_search.search(s, alice, lexical.rewrite_query("zebra").weights)
         with pytest.raises(InvalidId):
-            await lexical.search(s, "bad user", lexical.rewrite_query("budget"))
+            await ledger_search.search(s, "bad user", lexical.rewrite_query("budget").weights)
     assert [h.msg_id for h in hits][:2] == [ids[1], ids[2]]
     assert all(h.msg_id in ids for h in hits)
     assert zh and zh[0].msg_id == ids[3]

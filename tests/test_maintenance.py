@@ -9,10 +9,10 @@ import pytest
 from sqlalchemy import func, select
 from typer.testing import CliRunner
 
-from memstack.errors import SchemaMismatch
+from memstack.core.errors import SchemaMismatch
+from memstack.core.settings import Settings
 from memstack.memory import AsyncMemory
-from memstack.models import FactArchiveRow, FactRow
-from memstack.settings import Settings
+from memstack.stores.sql.models import FactArchiveRow, FactRow
 from tests.conftest import new_id
 
 T0 = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)

@@ -16,10 +16,10 @@ from mcp import Client, StdioServerParameters
 from mcp_types import CallToolResult, TextContent
 from redis.asyncio import Redis
 
-from memstack.keys import Keys
-from memstack.mcp_server import create_server
+from memstack.core.settings import Settings
 from memstack.memory import AsyncMemory
-from memstack.settings import Settings
+from memstack.server.mcp import create_server
+from memstack.stores.redis.keys import Keys
 from tests.conftest import new_id
 from tests.test_fact_time import NOT_ANYMORE, VEGETARIAN, Scripted
 
@@ -133,7 +133,7 @@ async def test_facts_as_of_an_earlier_moment(
     any_settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The extractor is scripted: the fact store's time, not the rules, is the subject.
-    monkeypatch.setattr("memstack.memory.build_extractor", lambda _settings: Scripted())
+    monkeypatch.setattr("memstack.wiring.build_extractor", lambda _settings: Scripted())
     user, session = new_id("u"), new_id("s")
     args = {"user_id": user, "session_id": session, "role": "user"}
     async with connect(any_settings, inline_ingest=True) as client:
@@ -219,7 +219,7 @@ async def test_with_a_redis_server_reads_leave_ingest_to_the_worker(
 
 
 async def test_knowledge_search(embedded_settings: Settings) -> None:
-    from memstack.knowledge_base import Document
+    from memstack.knowledge.base import Document
 
     # The embedded knowledge base allows one process-local client at a time: fill it first.
     async with await AsyncMemory.open(embedded_settings) as mem:

@@ -12,10 +12,11 @@ import pytest
 import sqlalchemy as sa
 from alembic import command
 
-from memstack import db, doctor
-from memstack.errors import SchemaMismatch
+from memstack.core.errors import SchemaMismatch
+from memstack.core.settings import Settings
 from memstack.memory import AsyncMemory
-from memstack.settings import Settings
+from memstack.ops import doctor
+from memstack.stores.sql import db
 from tests.conftest import PG_ADMIN_URL, make_settings
 
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)

@@ -4,7 +4,7 @@ from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
 
-from memstack.periods import named_period
+from memstack.text.periods import named_period
 
 # A Friday.
 NOW = datetime(2024, 3, 15, 12, tzinfo=UTC)

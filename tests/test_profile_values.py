@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from memstack.extraction.base import Fact
-from memstack.extraction.vocabulary import (
+from memstack.core.facts.fact import Fact
+from memstack.core.facts.vocabulary import (
     VOCABULARY,
     canonical_key,
     normalise_fact,

@@ -19,23 +19,24 @@ from redis.asyncio import Redis
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
-from memstack import metrics, reranker
-from memstack.demo import SCRIPT_EN, SCRIPT_ZH
-from memstack.errors import InvalidContent, InvalidId, ValidationError
-from memstack.lexical import rewrite_query
+from memstack.core import metrics
+from memstack.core.errors import InvalidContent, InvalidId, ValidationError
+from memstack.core.settings import Settings
 from memstack.memory import AsyncMemory
-from memstack.models import FactRow
-from memstack.packing import pack_history, pack_window
-from memstack.periods import named_period
-from memstack.ranking import Candidate, dense_rewrite, fuse, recency
+from memstack.ml import reranker
+from memstack.ml.reranker import CrossEncoder
+from memstack.ops.demo import SCRIPT_EN, SCRIPT_ZH
 from memstack.recall import HIT_FLUSH_S, Recall, _Gathered, _hit_msg_ids, _Row
-from memstack.reranker import CrossEncoder
-from memstack.settings import Settings
-from memstack.snippets import char_bigrams, jaccard, stale_key
-from memstack.tokens import count_tokens
-from memstack.vectorstores.base import HitFields, MetaValue, VectorHit, VectorRecord, VectorStore
-from memstack.vectorstores.chroma import ChromaStore
-from memstack.working_memory import WindowMessage, WorkingMemory
+from memstack.recall.lexical import rewrite_query
+from memstack.recall.packing import pack_history, pack_window
+from memstack.recall.ranking import Candidate, dense_rewrite, fuse, recency
+from memstack.recall.snippets import char_bigrams, jaccard, stale_key
+from memstack.stores.redis.working_memory import WindowMessage, WorkingMemory
+from memstack.stores.sql.models import FactRow
+from memstack.stores.vectors.base import HitFields, MetaValue, VectorHit, VectorRecord, VectorStore
+from memstack.stores.vectors.chroma import ChromaStore
+from memstack.text.periods import named_period
+from memstack.text.tokens import count_tokens
 from tests.conftest import make_settings, new_id
 
 DAY = timedelta(days=1)
@@ -850,7 +851,7 @@ def test_recency_reorders_relevant_items_without_promoting_weak_ones(tmp_path: P
 
 
 def test_window_packing_keeps_the_newest_contiguous_turns_and_cuts_a_huge_one() -> None:
-    from memstack.assembly import EN, Turn
+    from memstack.recall.assembly import EN, Turn
 
     turns = [Turn("user", "first question " * 3), Turn("assistant", "short"), Turn("user", "last")]
     chosen, fit = pack_window(EN, turns, 14)

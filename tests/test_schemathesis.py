@@ -24,10 +24,10 @@ from schemathesis import GenerationMode
 from schemathesis.checks import CHECKS, load_all_checks
 from schemathesis.python import asgi as st_asgi
 
-from memstack.api import create_app
-from memstack.schemas import MAX_BUDGET_TOKENS
-from memstack.settings import load_settings
-from memstack.tokens import count_tokens
+from memstack.core.settings import load_settings
+from memstack.server.http import create_app
+from memstack.server.schemas import MAX_BUDGET_TOKENS
+from memstack.text.tokens import count_tokens
 from tests.conftest import make_settings
 
 TOKEN = "schemathesis-token-0123456789"

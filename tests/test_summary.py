@@ -12,10 +12,9 @@ from typing import Any
 
 import pytest
 
-from memstack.chunking import ChatMessage
-from memstack.extraction import ChatJSON, Fact
-from memstack.settings import load_settings
-from memstack.summary import (
+from memstack.core.settings import load_settings
+from memstack.ingest.extraction import ChatJSON, Fact
+from memstack.ingest.summarisers import (
     ExtractiveSummariser,
     LLMSummariser,
     Message,
@@ -24,6 +23,7 @@ from memstack.summary import (
     compromise_in,
     topic_code,
 )
+from memstack.text.chunking import ChatMessage
 
 MODEL = "summary-model"
 

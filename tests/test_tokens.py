@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memstack.tokens import count_tokens, lexical_terms
+from memstack.text.tokens import count_tokens, lexical_terms
 
 
 def test_counts_are_cl100k_tokens() -> None:

@@ -21,19 +21,20 @@ from typing import Any
 
 import pytest
 
-from memstack.embedders import HashingEmbedder
-from memstack.errors import (
+from memstack.core.errors import (
     ConfigError,
     SchemaMismatch,
     StoreError,
     StoreUnavailable,
     ValidationError,
 )
-from memstack.settings import load_settings
-from memstack.vectorstores.base import VectorHit, VectorRecord, VectorStore
-from memstack.vectorstores.chroma import DIM_KEY, VERSION_KEY, ChromaStore, shard_name, shard_of
-from memstack.vectorstores.factory import build_kb_store, build_memory_store
-from memstack.vectorstores.qdrant import QdrantStore, point_id
+from memstack.core.settings import load_settings
+from memstack.ml.embedders import HashingEmbedder
+from memstack.stores.vectors.base import VectorHit, VectorRecord, VectorStore
+from memstack.stores.vectors.chroma import ChromaStore
+from memstack.stores.vectors.chroma_shards import DIM_KEY, VERSION_KEY, shard_name, shard_of
+from memstack.stores.vectors.qdrant import QdrantStore, point_id
+from memstack.wiring import build_kb_store, build_memory_store
 
 DIM = 16
 # chroma-sharded: embedded, the vectors hashed by user into SHARDS collections.
@@ -970,7 +971,7 @@ async def test_chroma_shard_layout_persists_across_reopen_with_another_shard_cou
     total = await store.count()
     await store.close()
 
-    with caplog.at_level(logging.WARNING, logger="memstack.vectorstores"):
+    with caplog.at_level(logging.WARNING, logger="memstack.stores.vectors"):
         again = await make_sharded(16)
         await make_sharded(16)
     assert again.layout == "4 shards by user_id"
@@ -998,7 +999,7 @@ async def test_chroma_legacy_single_collection_with_data_keeps_being_read(
     only_shard(old).collection.modify(metadata={VERSION_KEY: "m", DIM_KEY: DIM})
     await old.close()
 
-    with caplog.at_level(logging.WARNING, logger="memstack.vectorstores"):
+    with caplog.at_level(logging.WARNING, logger="memstack.stores.vectors"):
         store = await make_sharded(8)
     assert store.layout.startswith("single collection (written before sharding")
     assert "memstack reindex" in caplog.text

@@ -6,13 +6,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memstack import word_neighbours
-from memstack.errors import ModelUnavailable
-from memstack.lexical import rewrite_query
+from memstack.core.errors import ModelUnavailable
+from memstack.core.settings import Settings
 from memstack.memory import AsyncMemory
-from memstack.settings import Settings
-from memstack.tokens import lexical_terms
-from memstack.word_neighbours import CALENDAR_AND_COUNTS, expand, neighbour_table, table
+from memstack.recall import word_neighbours
+from memstack.recall.lexical import rewrite_query
+from memstack.recall.word_neighbours import CALENDAR_AND_COUNTS, expand, neighbour_table, table
+from memstack.text.tokens import lexical_terms
 from tests.conftest import new_id
 
 NOW = datetime(2025, 6, 1, 12, tzinfo=UTC)

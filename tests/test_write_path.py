@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from memstack import ledger
-from memstack.errors import (
+from memstack.core.errors import (
     ConfigError,
     InvalidContent,
     InvalidId,
@@ -17,9 +16,10 @@ from memstack.errors import (
     NotFound,
     StoreUnavailable,
 )
-from memstack.ledger import LedgerMessage
+from memstack.core.settings import Settings, load_settings
 from memstack.memory import AsyncMemory
-from memstack.settings import Settings, load_settings
+from memstack.stores.sql import ledger
+from memstack.stores.sql.ledger import LedgerMessage
 from tests.conftest import make_settings, new_id
 
 
@@ -322,7 +322,7 @@ async def test_window_entry_without_name_still_loads(mem: AsyncMemory) -> None:
 
 
 async def test_window_rebuild_keeps_names(mem: AsyncMemory) -> None:
-    from memstack.working_memory import WindowMessage
+    from memstack.stores.redis.working_memory import WindowMessage
 
     u, s = new_id("u"), new_id("s")
     rows = [

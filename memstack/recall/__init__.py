@@ -7,13 +7,13 @@
    leaves its layer empty and named in ``degraded``; the call still answers.
 2. A window not known to hold the session's history (Redis lost or expired it) is repaired
    from the ledger.
-3. Candidates are scored (:mod:`memstack.ranking`).
-4. Filters, each recorded in the manifest (:mod:`memstack.manifest`): in the window;
+3. Candidates are scored (:mod:`memstack.recall.ranking`).
+4. Filters, each recorded in the manifest (:mod:`memstack.recall.manifest`): in the window;
    below the distance threshold; carrying a superseded fact value; a
    near-duplicate (character-bigram Jaccard); the same message as a better chunk
-   (:mod:`memstack.snippets`).
-5. Per-layer token budgets (:mod:`memstack.budget`, :mod:`memstack.packing`), then
-   assembly (:mod:`memstack.assembly`).
+   (:mod:`memstack.recall.snippets`).
+5. Per-layer token budgets (:mod:`memstack.recall.budget`, :mod:`memstack.recall.packing`), then
+   assembly (:mod:`memstack.recall.assembly`).
 
 Every store query carries the user filter: the vector store refuses a search without
 ``scope``, SQL queries name ``user_id``, and the window drops other users' entries.

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from memstack.ids import msg_id_of_chunk
-from memstack.lexical import LexicalHit
-from memstack.manifest import (
+from memstack.core.ids import msg_id_of_chunk
+from memstack.recall.gather import _Gathered
+from memstack.recall.manifest import (
     BELOW_THRESHOLD,
     DUPLICATE,
     IN_WINDOW,
@@ -20,11 +20,11 @@ from memstack.manifest import (
     make_item,
     preview,
 )
-from memstack.ranking import MIN_CONTENT_TERMS, Candidate
-from memstack.recall.gather import _Gathered
+from memstack.recall.ranking import MIN_CONTENT_TERMS, Candidate
 from memstack.recall.rows import _Row
-from memstack.tokens import count_tokens, term_count
-from memstack.vectorstores.base import VectorHit
+from memstack.stores.sql.lexical import LexicalHit
+from memstack.stores.vectors.base import VectorHit
+from memstack.text.tokens import count_tokens, term_count
 
 Units = Mapping[str, tuple[str, ...]]
 

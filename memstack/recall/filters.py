@@ -10,15 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memstack import metrics
-from memstack.assembly import Labels, age_header, mark_outdated, render_turn
-from memstack.manifest import BUDGET, DUPLICATE, LIMIT, STALE, ManifestItem, candidate_item
-from memstack.ranking import Candidate
+from memstack.core import metrics
+from memstack.core.settings import Settings
+from memstack.recall.assembly import Labels, age_header, mark_outdated, render_turn
 from memstack.recall.gather import _Gathered
+from memstack.recall.manifest import BUDGET, DUPLICATE, LIMIT, STALE, ManifestItem, candidate_item
+from memstack.recall.ranking import Candidate
 from memstack.recall.request import Request
-from memstack.settings import Settings
-from memstack.snippets import char_bigrams, excerpt, jaccard, other_terms, stale_statements
-from memstack.tokens import line_tokens
+from memstack.recall.snippets import char_bigrams, excerpt, jaccard, other_terms, stale_statements
+from memstack.text.tokens import line_tokens
 
 # A recalled item with fewer lexical terms than this besides a superseded value (and
 # the words naming its fact) says nothing else: "好的，五千以内。", "I live in Berlin."

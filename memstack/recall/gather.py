@@ -13,16 +13,20 @@ from typing import Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memstack import facts as fact_store
-from memstack import ledger, lexical, metrics, word_neighbours
-from memstack.embedders import Embedder
-from memstack.errors import ModelUnavailable, ValidationError
-from memstack.facts import StoredFact
-from memstack.lexical import LexicalHit, Rewrite
-from memstack.ranking import dense_rewrite
+from memstack.core import metrics
+from memstack.core.errors import ModelUnavailable, ValidationError
+from memstack.ml.embedders import Embedder
+from memstack.recall import lexical, word_neighbours
+from memstack.recall.lexical import Rewrite
+from memstack.recall.ranking import dense_rewrite
 from memstack.recall.request import Request
-from memstack.vectorstores.base import VectorHit, VectorStore
-from memstack.working_memory import WindowMessage, WorkingMemory
+from memstack.stores.redis.working_memory import WindowMessage, WorkingMemory
+from memstack.stores.sql import facts as fact_store
+from memstack.stores.sql import ledger
+from memstack.stores.sql import lexical as ledger_search
+from memstack.stores.sql.facts import StoredFact
+from memstack.stores.sql.lexical import LexicalHit
+from memstack.stores.vectors.base import VectorHit, VectorStore
 
 log = logging.getLogger("memstack.recall")
 T = TypeVar("T")
@@ -177,7 +181,7 @@ async def full_hits(g: _Gathered, vectors: VectorsProvider, user_id: str, k: int
 
 async def read_lexical(g: _Gathered, reads: Reads, user_id: str, rewrite: Rewrite, k: int) -> None:
     async with reads() as s:
-        g.lexical = await lexical.search(s, user_id, rewrite, limit=k)
+        g.lexical = await ledger_search.search(s, user_id, rewrite.weights, limit=k)
 
 
 async def read_knowledge(

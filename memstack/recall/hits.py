@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memstack import facts as fact_store
+from memstack.stores.sql import facts as fact_store
 
 log = logging.getLogger("memstack.recall")
 

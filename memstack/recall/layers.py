@@ -1,8 +1,8 @@
 """The layers as they print: per-layer token budgets, packing, then assembly.
 
-Each layer gets a share of the budget (:func:`memstack.budget.allocate`), which hands
+Each layer gets a share of the budget (:func:`memstack.recall.budget.allocate`), which hands
 what a layer leaves unused to the layers still hungry; the packers of
-:mod:`memstack.packing` choose what fits each cap."""
+:mod:`memstack.recall.packing` choose what fits each cap."""
 
 from __future__ import annotations
 
@@ -11,15 +11,22 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from memstack.assembly import Assembled, Labels, Turn, assemble, render_fact, render_history_groups
-from memstack.budget import Allocation, Fit, allocate
-from memstack.facts import StoredFact
-from memstack.packing import pack_history, pack_lines, pack_window
-from memstack.ranking import Candidate
+from memstack.core.settings import Settings
+from memstack.recall.assembly import (
+    Assembled,
+    Labels,
+    Turn,
+    assemble,
+    render_fact,
+    render_history_groups,
+)
+from memstack.recall.budget import Allocation, Fit, allocate
 from memstack.recall.gather import _Gathered
+from memstack.recall.packing import pack_history, pack_lines, pack_window
+from memstack.recall.ranking import Candidate
 from memstack.recall.request import Request
-from memstack.settings import Settings
-from memstack.working_memory import WindowMessage
+from memstack.stores.redis.working_memory import WindowMessage
+from memstack.stores.sql.facts import StoredFact
 
 
 @dataclass(frozen=True)
@@ -47,7 +54,7 @@ class Packed:
 
 
 def _knowledge_line(item: Any, labels: Labels) -> str:
-    from memstack.knowledge_cache import render
+    from memstack.knowledge.cache import render
 
     return render([item], labels.locale)
 

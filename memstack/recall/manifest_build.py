@@ -3,7 +3,9 @@ and whether it fits (filter drops are recorded where they happen)."""
 
 from __future__ import annotations
 
-from memstack.manifest import (
+from memstack.recall.filters import covered_ids
+from memstack.recall.layers import Offered, Packed
+from memstack.recall.manifest import (
     BUDGET,
     CURRENT_INPUT,
     KEPT,
@@ -12,10 +14,8 @@ from memstack.manifest import (
     candidate_item,
     make_item,
 )
-from memstack.recall.filters import covered_ids
-from memstack.recall.layers import Offered, Packed
-from memstack.tokens import count_tokens
-from memstack.working_memory import WindowMessage
+from memstack.stores.redis.working_memory import WindowMessage
+from memstack.text.tokens import count_tokens
 
 
 def without_current_input(

@@ -10,12 +10,13 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memstack import lexical, metrics, word_neighbours
-from memstack.assembly import labels_for, section_tokens
-from memstack.embedders import Embedder
-from memstack.errors import ConfigError
-from memstack.manifest import ContextResult, ManifestItem
-from memstack.ranking import Candidate, fuse
+from memstack.core import metrics
+from memstack.core.errors import ConfigError
+from memstack.core.settings import Settings
+from memstack.ml.embedders import Embedder
+from memstack.ml.reranker import RERANK_K, CrossEncoder
+from memstack.recall import lexical, word_neighbours
+from memstack.recall.assembly import labels_for, section_tokens
 from memstack.recall.candidates import _with_preview, collect, fill_from_rows, row_requests
 from memstack.recall.filters import filter_candidates
 from memstack.recall.gather import (
@@ -34,14 +35,14 @@ from memstack.recall.gather import (
 )
 from memstack.recall.hits import HitBuffer
 from memstack.recall.layers import assemble_layers, offered, pack
+from memstack.recall.manifest import ContextResult, ManifestItem
 from memstack.recall.manifest_build import packed_items, without_current_input
+from memstack.recall.ranking import Candidate, fuse
 from memstack.recall.request import Request, make_request
 from memstack.recall.rows import _Row, read_rows
-from memstack.reranker import RERANK_K, CrossEncoder
-from memstack.settings import Settings
-from memstack.tokens import count_tokens, line_tokens
-from memstack.vectorstores.base import VectorStore
-from memstack.working_memory import WindowMessage, WorkingMemory
+from memstack.stores.redis.working_memory import WindowMessage, WorkingMemory
+from memstack.stores.vectors.base import VectorStore
+from memstack.text.tokens import count_tokens, line_tokens
 
 # Candidates per channel never fall below this, whatever vector_top_k says: the budget,
 # not the pool, should decide what is kept.

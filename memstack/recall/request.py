@@ -6,14 +6,14 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from memstack.assembly import Labels, labels_for, section_tokens
-from memstack.errors import InvalidContent, ValidationError
-from memstack.ids import validate_id
-from memstack.inputs import check_text
-from memstack.lexical import Rewrite, rewrite_query
-from memstack.periods import Period, named_period
-from memstack.settings import Settings
-from memstack.tokens import line_tokens
+from memstack.core.errors import InvalidContent, ValidationError
+from memstack.core.ids import validate_id
+from memstack.core.inputs import check_text
+from memstack.core.settings import Settings
+from memstack.recall.assembly import Labels, labels_for, section_tokens
+from memstack.recall.lexical import Rewrite, rewrite_query
+from memstack.text.periods import Period, named_period
+from memstack.text.tokens import line_tokens
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,8 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import aliased
 
-from memstack.chunking import UNIT_LOOKBACK
-from memstack.models import MessageRow
+from memstack.stores.sql.models import MessageRow
+from memstack.text.chunking import UNIT_LOOKBACK
 
 
 @dataclass(frozen=True)

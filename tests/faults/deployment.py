@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memstack.core.settings import Settings, load_settings
 from memstack.memory import AsyncMemory
-from memstack.settings import Settings, load_settings
 from tests.faults.processes import ServiceError, clean_env, end_process, tail, track, untrack
 
 # Settings of every fault deployment unless a scenario overrides them. The summariser is

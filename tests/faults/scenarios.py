@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 from sqlalchemy import select
 
-from memstack.errors import MemstackError
-from memstack.models import MessageRow
+from memstack.core.errors import MemstackError
+from memstack.stores.sql.models import MessageRow
 from tests.faults.checker import Row, sample
 from tests.faults.deployment import WorkerProcess
 from tests.faults.lab import Lab, Scenario, Services

@@ -31,8 +31,8 @@ import psycopg
 import redis
 from redis.exceptions import RedisError
 
-from memstack import db
-from memstack.settings import load_settings
+from memstack.core.settings import load_settings
+from memstack.stores.sql import db
 from tests.faults.processes import (
     ServiceError,
     child_env,

@@ -19,10 +19,10 @@ from urllib.parse import urlsplit
 from redis.exceptions import RedisError, ResponseError
 from sqlalchemy import select
 
-from memstack.errors import MemstackError, StoreUnavailable
+from memstack.core.errors import MemstackError, StoreUnavailable
 from memstack.memory import AsyncMemory
-from memstack.models import MessageRow
-from memstack.queue import GROUP
+from memstack.stores.redis.queue import GROUP
+from memstack.stores.sql.models import MessageRow
 
 # --- what the stores hold ----------------------------------------------------------------
 

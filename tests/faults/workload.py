@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 
 from redis.exceptions import RedisError
 
-from memstack.errors import MemstackError, StoreUnavailable
+from memstack.core.errors import MemstackError, StoreUnavailable
 from memstack.memory import AsyncMemory
 
 CITIES = (

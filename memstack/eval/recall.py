@@ -1,0 +1,447 @@
+"""Retrieval evaluation on LoCoMo and LongMemEval: ``memstack eval``.
+
+Each conversation goes in through the public write path (``remember`` with the dataset's
+own ids and timestamps, then the worker via ``drain``); each question goes to
+``context()`` with ``now`` at the question's time, in a session of its own, so nothing
+but recall can bring the evidence back. The score is **evidence recall**: the share of
+the dataset's evidence turns whose ``msg_id`` is among the kept items of the related
+history. The semantic layer gets exactly the given budget (the other layers get none),
+so the figure says what that many tokens of recall hold.
+
+The data is read from where it lies (``--data``); nothing of it is stored in the project.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import statistics
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+from memstack import AsyncMemory
+from memstack.core.errors import ValidationError
+from memstack.core.ids import scoped_msg_id
+from memstack.core.settings import Settings
+
+Dataset = Literal["locomo", "longmemeval"]
+# LoCoMo category 5 (adversarial) questions have no answer in the conversation.
+LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+# Seconds between consecutive turns of a session whose turns carry no time of their own.
+TURN_SPACING_S = 30
+
+
+@dataclass(frozen=True)
+class Message:
+    caller_id: str
+    role: str
+    content: str
+    ts: datetime
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class Session:
+    session_id: str
+    messages: tuple[Message, ...]
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str
+    category: str
+    now: datetime
+    evidence: tuple[str, ...]  # stored msg ids
+
+
+@dataclass(frozen=True)
+class Conversation:
+    user_id: str
+    sessions: tuple[Session, ...]
+    questions: tuple[Question, ...]
+    missing_evidence: int = 0
+
+
+@dataclass
+class Report:
+    dataset: str
+    semantic_budget: int
+    hits: dict[str, int] = field(default_factory=dict)
+    totals: dict[str, int] = field(default_factory=dict)
+    latencies_ms: list[float] = field(default_factory=list)
+    questions: int = 0
+    missing_evidence: int = 0
+    ingest_s: float = 0.0
+    degraded: dict[str, int] = field(default_factory=dict)
+    user_ids: list[str] = field(default_factory=list)
+
+    def add(self, category: str, hit: int, total: int, latency_ms: float) -> None:
+        self.hits[category] = self.hits.get(category, 0) + hit
+        self.totals[category] = self.totals.get(category, 0) + total
+        self.latencies_ms.append(latency_ms)
+        self.questions += 1
+
+    @property
+    def n(self) -> int:
+        return sum(self.totals.values())
+
+    @property
+    def recall(self) -> float:
+        return sum(self.hits.values()) / self.n if self.n else 0.0
+
+    def percentile(self, p: float) -> float:
+        if not self.latencies_ms:
+            return 0.0
+        if len(self.latencies_ms) == 1:
+            return self.latencies_ms[0]
+        return statistics.quantiles(self.latencies_ms, n=100, method="inclusive")[int(p) - 1]
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "recall": round(self.recall, 4),
+            "n": self.n,
+            "p50_ms": round(self.percentile(50), 1),
+            "p95_ms": round(self.percentile(95), 1),
+        }
+
+
+# --- datasets ----------------------------------------------------------------------------------
+
+
+def _load_json(path: Path) -> Any:
+    if not path.is_file():
+        raise ValidationError(f"no data file at {path}")
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.:@-]", "_", text)[:60]
+
+
+def _locomo_time(text: str) -> datetime:
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+
+
+def locomo(path: Path, run_id: str) -> Iterator[Conversation]:
+    """LoCoMo: speaker A plays the user, speaker B the assistant, each message named by
+    its speaker (the questions name people); content keeps the caption of a shared image."""
+    for sample in _load_json(path):
+        conv = sample["conversation"]
+        speaker_a = conv["speaker_a"]
+        user_id = f"{run_id}-{_safe(sample['sample_id'])}"
+        numbers = sorted(int(m.group(1)) for k in conv if (m := re.fullmatch(r"session_(\d+)", k)))
+        sessions = []
+        stored: dict[str, str] = {}
+        last = None
+        for n in numbers:
+            start = _locomo_time(conv[f"session_{n}_date_time"])
+            sid = f"{user_id}-s{n}"
+            msgs = []
+            for i, turn in enumerate(conv[f"session_{n}"]):
+                content = turn["text"]
+                if turn.get("blip_caption"):
+                    content += f" [shares {turn['blip_caption']}]"
+                role = "user" if turn["speaker"] == speaker_a else "assistant"
+                ts = start + timedelta(seconds=TURN_SPACING_S * i)
+                msgs.append(Message(turn["dia_id"], role, content, ts, turn["speaker"]))
+                stored[turn["dia_id"]] = scoped_msg_id(user_id, sid, turn["dia_id"])
+                last = ts
+            sessions.append(Session(sid, tuple(msgs)))
+        assert last is not None
+        # The questions carry no date: they are asked the day after the last session.
+        now = last + timedelta(days=1)
+        questions = []
+        missing = 0
+        for qa in sample["qa"]:
+            if qa.get("category") not in LOCOMO_CATEGORIES:
+                continue
+            evidence = []
+            for ref in qa.get("evidence", []):
+                # A few references are malformed ("D8:6; D9:17", "D:11:26").
+                for part in str(ref).split(";"):
+                    dia = part.strip().replace("D:", "D")
+                    if dia in stored:
+                        evidence.append(stored[dia])
+                    else:
+                        missing += 1
+            if evidence:
+                questions.append(
+                    Question(
+                        qa["question"],
+                        LOCOMO_CATEGORIES[qa["category"]],
+                        now,
+                        tuple(dict.fromkeys(evidence)),
+                    )
+                )
+        yield Conversation(user_id, tuple(sessions), tuple(questions), missing)
+
+
+def _lme_time(text: str) -> datetime:
+    return datetime.strptime(
+        text.split(" (")[0] + " " + text.split(") ")[-1], "%Y/%m/%d %H:%M"
+    ).replace(tzinfo=UTC)
+
+
+def longmemeval(path: Path, run_id: str) -> Iterator[Conversation]:
+    """LongMemEval_S: each question is its own user with its own haystack of sessions;
+    evidence is every turn marked ``has_answer``."""
+    for item in _load_json(path):
+        user_id = f"{run_id}-{_safe(str(item['question_id']))}"
+        sessions = []
+        evidence: list[str] = []
+        for sid_raw, date, turns in zip(
+            item["haystack_session_ids"],
+            item["haystack_dates"],
+            item["haystack_sessions"],
+            strict=True,
+        ):
+            sid = f"{user_id}-{_safe(sid_raw)}"
+            start = _lme_time(date)
+            msgs = []
+            for i, turn in enumerate(turns):
+                caller = f"t{i}"
+                if not str(turn.get("content", "")).strip():
+                    continue
+                msgs.append(
+                    Message(
+                        caller,
+                        turn["role"],
+                        turn["content"],
+                        start + timedelta(seconds=TURN_SPACING_S * i),
+                    )
+                )
+                if turn.get("has_answer"):
+                    evidence.append(scoped_msg_id(user_id, sid, caller))
+            sessions.append(Session(sid, tuple(msgs)))
+        question = Question(
+            item["question"],
+            item["question_type"],
+            _lme_time(item["question_date"]),
+            tuple(evidence),
+        )
+        yield Conversation(user_id, tuple(sessions), (question,) if evidence else ())
+
+
+LOADERS: dict[str, Callable[[Path, str], Iterator[Conversation]]] = {
+    "locomo": locomo,
+    "longmemeval": longmemeval,
+}
+
+
+# --- running -----------------------------------------------------------------------------------
+
+
+def eval_settings(base: Settings, *, semantic_budget: int, top_k: int | None = None) -> Settings:
+    """``base`` with the whole budget on related history; ``top_k`` overrides the pool."""
+    update: dict[str, Any] = {
+        "share_window": 0.0,
+        "share_facts": 0.0,
+        "share_knowledge": 0.0,
+        "share_semantic": 1.0,
+        # The token budget, not a count, decides how many snippets fit.
+        "vector_keep": 10_000,
+        "budget_tokens": max(semantic_budget, 1),
+    }
+    if top_k is not None:
+        update["vector_top_k"] = top_k
+    return base.model_copy(update=update)
+
+
+ProgressFn = Callable[[str, int, int], None]
+
+
+async def ingest(mem: AsyncMemory, conv: Conversation) -> None:
+    for session in conv.sessions:
+        for m in session.messages:
+            await mem.remember(
+                conv.user_id,
+                session.session_id,
+                m.role,
+                m.content,
+                msg_id=m.caller_id,
+                ts=m.ts,
+                name=m.name,
+            )
+    # Summaries would only add summary chunks, which recall does not quote.
+    await mem.drain(summarize=False)
+
+
+async def ask(
+    mem: AsyncMemory, conv: Conversation, q: Question, semantic_budget: int, report: Report
+) -> None:
+    session_id = f"{conv.user_id}-qa"
+    reserved = mem.recall.reserved_tokens(q.text, "en")
+    started = time.perf_counter()
+    result = await mem.context(
+        conv.user_id,
+        session_id,
+        q.text,
+        budget_tokens=semantic_budget + reserved,
+        now=q.now,
+        locale="en",
+    )
+    latency = (time.perf_counter() - started) * 1000
+    for layer in result.degraded:
+        report.degraded[layer] = report.degraded.get(layer, 0) + 1
+    kept = result.kept_msg_ids("semantic")
+    hit = sum(1 for e in q.evidence if e in kept)
+    report.add(q.category, hit, len(q.evidence), latency)
+
+
+async def run(
+    mem: AsyncMemory,
+    dataset: Dataset,
+    data: Path,
+    *,
+    semantic_budget: int,
+    limit: int | None = None,
+    progress: ProgressFn | None = None,
+    cleanup: bool = True,
+) -> Report:
+    """Ingest and ask every conversation of ``data``; ``limit`` caps the conversations
+    (LoCoMo) or questions (LongMemEval, one conversation each)."""
+    if dataset not in LOADERS:
+        raise ValidationError(f"dataset must be one of {sorted(LOADERS)}, got {dataset!r}")
+    if semantic_budget <= 0:
+        raise ValidationError(f"semantic budget must be positive, got {semantic_budget}")
+    if limit is not None and limit <= 0:
+        raise ValidationError(f"limit must be positive, got {limit}")
+    run_id = "ev" + uuid.uuid4().hex[:8]
+    convs = list(LOADERS[dataset](data, run_id))[:limit]
+    report = Report(dataset, semantic_budget)
+    # Every question through the same query model (not float32 until the int8 copy is up).
+    await mem.prepare()
+    total_q = sum(len(c.questions) for c in convs)
+    done_q = 0
+    try:
+        for i, conv in enumerate(convs, start=1):
+            report.missing_evidence += conv.missing_evidence
+            report.user_ids.append(conv.user_id)
+            if progress:
+                progress(f"ingest {i}/{len(convs)}", done_q, total_q)
+            started = time.perf_counter()
+            await ingest(mem, conv)
+            report.ingest_s += time.perf_counter() - started
+            for q in conv.questions:
+                await ask(mem, conv, q, semantic_budget, report)
+                done_q += 1
+                if progress:
+                    progress(f"ask {i}/{len(convs)}", done_q, total_q)
+    finally:
+        if cleanup:
+            for conv in convs:
+                await mem.forget_user(conv.user_id)
+    return report
+
+
+def category_rows(report: Report) -> Sequence[tuple[str, int, float]]:
+    return [
+        (cat, report.totals[cat], report.hits[cat] / report.totals[cat])
+        for cat in sorted(report.totals)
+    ]
+
+
+# --- command line --------------------------------------------------------------------------------
+
+DEFAULT_BUDGETS = {"locomo": 1000, "longmemeval": 2000}
+
+
+def run_cli(
+    console: Any,
+    settings: Settings,
+    dataset: str,
+    data: Path,
+    semantic_budget: int | None,
+    limit: int | None,
+    top_k: int | None,
+    home: Path | None,
+) -> None:
+    """``memstack eval``: progress while it runs, a table per category, JSON last."""
+    import asyncio
+    import tempfile
+
+    import typer
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from memstack.core.errors import MemstackError
+
+    if dataset not in LOADERS:
+        console.print(f"[red]error:[/red] dataset must be one of {sorted(LOADERS)}")
+        raise typer.Exit(2)
+    budget = semantic_budget or DEFAULT_BUDGETS[dataset]
+    if top_k is not None and top_k <= 0:
+        console.print("[red]error:[/red] --top-k must be positive")
+        raise typer.Exit(2)
+    with tempfile.TemporaryDirectory(prefix="memstack-eval-") as tmp:
+        s = eval_settings(settings, semantic_budget=budget, top_k=top_k).model_copy(
+            update={"home": home or Path(tmp)}
+        )
+        console.print(
+            f"[bold]{dataset}[/bold] {data}: semantic budget {budget} tokens, "
+            f"top-k {top_k or 'sized to the budget'}, "
+            f"embedder {s.embedder}, vectors {s.vector_store}, "
+            f"database {'PostgreSQL' if s.database_url else 'SQLite'}"
+        )
+
+        async def go() -> Report:
+            async with await AsyncMemory.open(s) as mem:
+                with Progress(
+                    TextColumn("{task.description}"),
+                    BarColumn(),
+                    MofNCompleteColumn(),
+                    TimeElapsedColumn(),
+                    console=console,
+                    transient=True,
+                ) as bar:
+                    task = bar.add_task("loading", total=None)
+
+                    def progress(what: str, done: int, total: int) -> None:
+                        bar.update(task, description=what, completed=done, total=total)
+
+                    return await run(
+                        mem,
+                        dataset,  # type: ignore[arg-type]
+                        data,
+                        semantic_budget=budget,
+                        limit=limit,
+                        progress=progress,
+                    )
+
+        try:
+            report = asyncio.run(go())
+        except MemstackError as exc:
+            console.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(1) from exc
+    _print_report(console, report, dataset, budget)
+
+
+def _print_report(console: Any, report: Report, dataset: str, budget: int) -> None:
+    """A table per category, a line of latency and warnings, and the JSON summary last."""
+    from rich.table import Table
+
+    table = Table(title=f"{dataset}: evidence recall at {budget} tokens")
+    for col in ("category", "evidence", "recall"):
+        table.add_column(col)
+    for cat, n, r in category_rows(report):
+        table.add_row(cat, str(n), f"{r:.3f}")
+    table.add_row("[bold]all", str(report.n), f"[bold]{report.recall:.3f}")
+    console.print(table)
+    console.print(
+        f"{report.questions} questions, context() p50 {report.percentile(50):.1f} ms, "
+        f"p95 {report.percentile(95):.1f} ms; ingest {report.ingest_s:.0f} s"
+        + (
+            f"; evidence ids not in the data: {report.missing_evidence}"
+            if report.missing_evidence
+            else ""
+        )
+        + (f"; degraded layers: {report.degraded}" if report.degraded else "")
+    )
+    print(json.dumps(report.summary()), flush=True)

@@ -1,0 +1,139 @@
+"""Keeping the layers healthy over months (docs/spec.md, Retention): archive, prune, reindex.
+
+Every destructive step has a dry run that reports what it would do; the specification's own
+warning is a WHERE clause that once archived live data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy import ColumnElement, func, insert, literal, or_, select
+from sqlalchemy import delete as sql_delete
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from memstack.core.settings import Settings
+from memstack.ingest import units
+from memstack.ingest.pipeline import Ingestor
+from memstack.ingest.summaries import all_summary_records
+from memstack.ingest.summarisers import TOPICS
+from memstack.stores.sql import erasure, ledger
+from memstack.stores.sql.models import FactArchiveRow, FactRow, MessageRow
+from memstack.stores.vectors.base import VectorStore
+
+# Dialogue about preferences and plans outlives the retention window.
+KEPT_TOPICS = frozenset({"preference", "plan"})
+_FACT_COLUMNS = [c.name for c in FactRow.__table__.columns]
+
+
+@dataclass
+class MaintenanceReport:
+    dry_run: bool
+    facts_archived: int = 0
+    inactive_users: list[str] = field(default_factory=list)
+    vectors_pruned: int = 0
+
+
+def _archive_condition(now: datetime, settings: Settings) -> ColumnElement[bool]:
+    cutoff = now - timedelta(days=settings.fact_archive_days)
+    return or_(
+        FactRow.valid_until.is_not(None),
+        (FactRow.created_at < cutoff) & (FactRow.hit_count == 0),
+    )
+
+
+async def archive_facts(
+    sessions: async_sessionmaker[AsyncSession], settings: Settings, *, now: datetime, dry_run: bool
+) -> int:
+    """Move superseded facts, and facts older than ``fact_archive_days`` that no context
+    ever used, to the archive table. An archived current fact gets ``valid_until = now``:
+    it is no longer served, and its history says when that began."""
+    cond = _archive_condition(now, settings)
+    async with sessions.begin() as s:
+        n = int(await s.scalar(select(func.count()).select_from(FactRow).where(cond)) or 0)
+        if dry_run or n == 0:
+            return n
+        cols = [getattr(FactRow, c) for c in _FACT_COLUMNS if c != "valid_until"]
+        await s.execute(
+            insert(FactArchiveRow).from_select(
+                [*[c for c in _FACT_COLUMNS if c != "valid_until"], "valid_until", "archived_at"],
+                select(
+                    *cols,
+                    func.coalesce(FactRow.valid_until, literal(now, FactRow.valid_until.type)),
+                    literal(now, FactArchiveRow.archived_at.type),
+                ).where(cond),
+            )
+        )
+        await s.execute(sql_delete(FactRow).where(cond))
+    return n
+
+
+async def prune_vectors(
+    sessions: async_sessionmaker[AsyncSession],
+    vectors: VectorStore,
+    settings: Settings,
+    *,
+    now: datetime,
+    dry_run: bool,
+) -> tuple[list[str], int]:
+    """Drop the dialogue vectors of users silent for ``retention_dialogue_days``, except
+    preference and plan talk; active users keep everything. Returns (users, vectors)."""
+    cutoff = now - timedelta(days=settings.retention_dialogue_days)
+    async with sessions() as s:
+        rows = await s.execute(
+            select(MessageRow.user_id)
+            .group_by(MessageRow.user_id)
+            .having(func.max(MessageRow.created_at) < cutoff)
+        )
+        inactive = [r[0] for r in rows]
+    pruned = 0
+    for user in inactive:
+        for topic in ("", *sorted(set(TOPICS) - KEPT_TOPICS)):
+            scope = {"user_id": user, "source_layer": "dialogue", "topic": topic}
+            n = await vectors.count(scope)
+            if n and not dry_run:
+                await vectors.delete(scope=scope)
+            pruned += n
+    return inactive, pruned
+
+
+@dataclass
+class ReindexReport:
+    messages: int = 0
+    chunks: int = 0
+    summaries: int = 0
+
+
+async def reindex(
+    ingestor: Ingestor,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+) -> ReindexReport:
+    """Rebuild semantic memory from the ledger with the configured embedder.
+
+    The caller has dropped the old collection. Dialogue chunks and summaries come back;
+    ``inferred`` facts (never stored in SQL) do not. Each session is written under the
+    lock ingest takes (:mod:`memstack.stores.sql.erasure`), so a worker writing to the same session
+    meanwhile cannot interleave with it.
+    """
+    report = ReindexReport()
+    async with ingestor.sessions() as s:
+        total = await ledger.count_all(s)
+        pairs = await ledger.all_sessions(s)
+    for user_id, session_id in pairs:
+        async with ingestor.sessions.begin() as s:
+            await erasure.hold_users(s, [user_id])
+            await erasure.lock_sessions(s, [(user_id, session_id)])
+            async for batch in units.of_session(s, user_id, session_id):
+                records = [r for unit in batch for r in ingestor.unit_records(unit)]
+                report.chunks += await ingestor.store(records)
+                report.messages += sum(len(unit.members) for unit in batch)
+                if progress is not None:
+                    progress(report.messages, total)
+    summaries = await all_summary_records(ingestor.sessions, ingestor.embedder.model_version)
+    for i in range(0, len(summaries), 256):
+        await ingestor.store(summaries[i : i + 256])
+    report.summaries = len(summaries)
+    return report

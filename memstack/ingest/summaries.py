@@ -1,0 +1,182 @@
+"""When to summarise a session, and where summaries go.
+
+A session is summarised once its window holds more than ``summary_trigger_messages``
+messages and it has been quiet for ``summary_quiet_s``. The input is always the raw
+messages from the ledger, never an older summary, so numbers and names cannot drift
+through a chain of summaries. The result is stored in SQL and as a ``summary`` chunk.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from memstack.core.settings import Settings
+from memstack.ingest.summarisers import Summariser
+from memstack.ml.embedders import Embedder
+from memstack.stores.redis.working_memory import WorkingMemory
+from memstack.stores.sql import erasure, ledger
+from memstack.stores.sql.db import guarded
+from memstack.stores.sql.models import MessageRow, SummaryRow
+from memstack.stores.vectors.base import VectorRecord, VectorStore
+from memstack.text.chunking import ChatMessage
+
+
+@dataclass(frozen=True)
+class SummaryOutcome:
+    done: bool  # nothing more to wait for in this session
+    created: bool
+
+
+@dataclass
+class Summarizer:
+    settings: Settings
+    sessions: async_sessionmaker[AsyncSession]
+    working: WorkingMemory
+    summariser: Summariser
+    embedder: Embedder
+    vectors: VectorStore
+
+    async def maybe_summarize(
+        self, user_id: str, session_id: str, *, now_ms: int | None = None
+    ) -> SummaryOutcome:
+        now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
+        state = await self.working.get_state(user_id, session_id)
+        window_len = await self.working.window_length(user_id, session_id)
+        if state.last_msg_at_ms is None:
+            return SummaryOutcome(done=True, created=False)
+        if now_ms - state.last_msg_at_ms < self.settings.summary_quiet_s * 1000:
+            return SummaryOutcome(done=False, created=False)
+        if window_len <= self.settings.summary_trigger_messages:
+            return SummaryOutcome(done=True, created=False)
+        async with guarded("summary"):
+            created = await self.summarize(user_id, session_id)
+        return SummaryOutcome(done=True, created=created)
+
+    async def summarize(self, user_id: str, session_id: str) -> bool:
+        """Summarise the session's last window of raw messages; False if already done."""
+        async with self.sessions() as s:
+            messages = await ledger.recent_messages(
+                s, user_id, session_id, self.settings.window_max_messages
+            )
+            if not messages:
+                return False
+            last = messages[-1]
+            done = await s.scalar(
+                select(SummaryRow.id).where(
+                    SummaryRow.session_id == session_id, SummaryRow.last_msg_id == last.msg_id
+                )
+            )
+        if done is not None:
+            return False
+        result = await self.summariser.summarise(
+            [ChatMessage(m.msg_id, m.role, m.content, m.name) for m in messages]
+        )
+        content = result.model_dump(mode="json")
+        record = summary_record(
+            user_id, session_id, last.msg_id, last.created_at, content, self.embedder.model_version
+        )
+        vectors = await self.embedder.embed([record.text]) if record is not None else []
+        async with self.sessions.begin() as s:
+            # Under the erasure guard: a user forgotten while the summary was being made
+            # has no ledger rows left, and gets no summary.
+            await erasure.hold_users(s, [user_id])
+            if await s.get(MessageRow, last.msg_id) is None:
+                return False
+            stmt = (
+                ledger.dialect_insert(s, SummaryRow)
+                .values(
+                    user_id=user_id,
+                    session_id=session_id,
+                    first_msg_id=messages[0].msg_id,
+                    last_msg_id=last.msg_id,
+                    message_count=len(messages),
+                    topic=str(content.get("topic", ""))[:64],
+                    content=content,
+                    created_at=datetime.now(UTC),
+                )
+                .on_conflict_do_nothing(index_elements=["session_id", "last_msg_id"])
+            )
+            await s.execute(stmt)
+            if record is not None:
+                await self.vectors.upsert(
+                    [VectorRecord(record.id, record.text, vectors[0], record.metadata)]
+                )
+        return True
+
+
+def summary_record(
+    user_id: str,
+    session_id: str,
+    last_msg_id: str,
+    last_at: datetime,
+    content: dict[str, Any],
+    model_version: str,
+) -> VectorRecord | None:
+    """The ``summary`` chunk of a stored summary (no vector yet); None if it has no text."""
+    text = str(content.get("summary", "")).strip()
+    if not text:
+        return None
+    summary_id = f"summary:{last_msg_id}"
+    return VectorRecord(
+        f"{summary_id}#0",
+        text,
+        (),
+        {
+            "user_id": user_id,
+            "session_id": session_id,
+            "msg_id": summary_id,
+            # A summary is not evidence of any one turn.
+            "msg_ids": "",
+            "role": "summary",
+            "chunk_idx": 0,
+            "created_at": int(last_at.timestamp()),
+            "topic": str(content.get("topic", "")),
+            "source_layer": "summary",
+            "model_version": model_version,
+        },
+    )
+
+
+async def all_summary_records(
+    sessions: async_sessionmaker[AsyncSession], model_version: str
+) -> list[VectorRecord]:
+    """Every stored summary as a chunk to embed (``memstack reindex``)."""
+    async with sessions() as s:
+        rows = await s.scalars(select(SummaryRow).order_by(SummaryRow.id))
+        out = []
+        for r in rows:
+            last = await s.get(MessageRow, r.last_msg_id)
+            at = last.created_at if last is not None else r.created_at
+            rec = summary_record(
+                r.user_id, r.session_id, r.last_msg_id, at, r.content, model_version
+            )
+            if rec is not None:
+                out.append(rec)
+        return out
+
+
+async def summaries_of(
+    sessions: async_sessionmaker[AsyncSession], user_id: str, session_id: str | None = None
+) -> list[dict[str, Any]]:
+    async with sessions() as s:
+        q = select(SummaryRow).where(SummaryRow.user_id == user_id)
+        if session_id is not None:
+            q = q.where(SummaryRow.session_id == session_id)
+        rows = await s.scalars(q.order_by(SummaryRow.created_at))
+        return [
+            {
+                "session_id": r.session_id,
+                "first_msg_id": r.first_msg_id,
+                "last_msg_id": r.last_msg_id,
+                "message_count": r.message_count,
+                "created_at": r.created_at,
+                **r.content,
+            }
+            for r in rows
+        ]

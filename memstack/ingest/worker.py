@@ -1,0 +1,150 @@
+"""The ingest worker: reads batches from the queue, runs :class:`Ingestor`, acknowledges.
+
+Run as ``memstack worker`` (any number at once) or in-process with
+``AsyncMemory.drain()``. A batch that fails as a whole is retried job by job, so one
+poison job cannot hold back the others; it reaches the dead-letter stream after
+``ingest_max_deliveries`` deliveries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+
+from memstack.core.errors import MemstackError, SchemaMismatch, StoreUnavailable
+from memstack.ingest.pipeline import Ingestor, message_from_job
+from memstack.ingest.summaries import Summarizer
+from memstack.stores.redis.queue import IngestQueue, Job
+from memstack.stores.sql.ledger import LedgerMessage
+
+log = logging.getLogger("memstack.ingest.worker")
+
+# A store that is down or of the wrong schema is no fault of the job: such errors stop
+# the batch (the jobs stay pending) instead of counting towards the dead-letter stream.
+INFRASTRUCTURE = (StoreUnavailable, SchemaMismatch)
+# Jobs with no recorded error of their own (their worker died with them) get this many
+# times more deliveries before they are set aside.
+SILENT_FAILURE_FACTOR = 10
+
+
+def consumer_name() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+@dataclass
+class WorkerReport:
+    processed: int = 0
+    failed: int = 0
+    dead_lettered: int = 0
+    summaries: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def add(self, other: WorkerReport) -> None:
+        self.processed += other.processed
+        self.failed += other.failed
+        self.dead_lettered += other.dead_lettered
+        self.summaries += other.summaries
+        self.errors += other.errors
+
+
+@dataclass
+class Worker:
+    queue: IngestQueue
+    ingestor: Ingestor
+    summarizer: Summarizer | None
+    batch_size: int
+    consumer: str = field(default_factory=consumer_name)
+    # Sessions touched since their last summary check: (user_id, session_id).
+    dirty: set[tuple[str, str]] = field(default_factory=set)
+
+    async def run_batch(self, block_ms: int | None = None) -> WorkerReport:
+        """Read and process one batch; returns what happened."""
+        report = WorkerReport()
+        jobs = await self.queue.read(self.consumer, self.batch_size, block_ms)
+        if not jobs:
+            return report
+        live: list[Job] = []
+        for job in jobs:
+            error = self.queue.last_errors.get(job.entry_id)
+            limit = self.queue.max_deliveries * (1 if error else SILENT_FAILURE_FACTOR)
+            if job.deliveries > limit:
+                error = error or f"no worker finished it in {job.deliveries} deliveries"
+                await self.queue.dead_letter(job, error)
+                log.error("ingest job %s dead-lettered: %s", job.entry_id, error)
+                report.dead_lettered += 1
+            else:
+                live.append(job)
+        if not live:
+            return report
+        try:
+            await self._process(live)
+            await self.queue.ack(live)
+            report.processed += len(live)
+        except INFRASTRUCTURE:
+            raise
+        except Exception as batch_exc:  # any failure: fall back to one job at a time
+            log.warning("ingest batch of %d failed (%s); retrying job by job", len(live), batch_exc)
+            for job in live:
+                try:
+                    await self._process([job])
+                except INFRASTRUCTURE:
+                    raise
+                except Exception as exc:  # recorded, retried, then dead-lettered
+                    msg = f"{type(exc).__name__}: {exc}"
+                    self.queue.last_errors[job.entry_id] = msg
+                    report.failed += 1
+                    report.errors.append(msg)
+                    log.warning(
+                        "ingest job %s failed (delivery %d): %s", job.entry_id, job.deliveries, msg
+                    )
+                    continue
+                await self.queue.ack([job])
+                report.processed += 1
+        return report
+
+    async def _process(self, jobs: list[Job]) -> None:
+        messages: list[LedgerMessage] = [message_from_job(j) for j in jobs]
+        result = await self.ingestor.process(messages)
+        self.dirty |= result.sessions
+
+    async def summarize_quiet(self, now_ms: int | None = None) -> int:
+        """Summarise the dirty sessions that have gone quiet; returns how many were made."""
+        if self.summarizer is None or not self.dirty:
+            return 0
+        made = 0
+        for user_id, session_id in list(self.dirty):
+            try:
+                outcome = await self.summarizer.maybe_summarize(user_id, session_id, now_ms=now_ms)
+            except MemstackError as exc:
+                log.warning("summary of %s failed: %s", session_id, exc)
+                continue
+            if outcome.done:
+                self.dirty.discard((user_id, session_id))
+                made += int(outcome.created)
+        return made
+
+    async def run(self, stop: asyncio.Event, *, block_ms: int = 1000) -> WorkerReport:
+        """Process until ``stop`` is set; the batch in hand is always finished first."""
+        total = WorkerReport()
+        last_summary_check = 0.0
+        backoff_s = 0.5
+        while not stop.is_set():
+            try:
+                report = await self.run_batch(block_ms=block_ms)
+            except MemstackError as exc:
+                backoff_s = min(backoff_s * 2, 30.0)
+                log.error("worker: %s; retrying in %.0f s", exc, backoff_s)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), backoff_s)
+                continue
+            backoff_s = 0.5
+            total.add(report)
+            if time.monotonic() - last_summary_check > 5:
+                total.summaries += await self.summarize_quiet()
+                last_summary_check = time.monotonic()
+        return total

@@ -1,0 +1,213 @@
+"""The MCP server: memstack's memory as tools for any MCP client (official ``mcp`` SDK).
+
+``create_server(settings)`` builds an :class:`~mcp.server.mcpserver.MCPServer` whose
+lifespan opens one :class:`~memstack.memory.AsyncMemory` and closes it at the end;
+``memstack mcp`` runs it over stdio. Tools answer with the HTTP API's models
+(:mod:`memstack.server.schemas`), so both entry points speak the same shapes.
+
+The tool functions live at module level: the SDK finds the ``Context`` parameter through
+``typing.get_type_hints``, which resolves names in module globals only. A tool nested in
+``create_server`` would silently get ``ctx`` as a tool argument instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import Field
+
+from memstack import AsyncMemory
+from memstack.core.errors import MemstackError
+from memstack.core.ids import DEFAULT_NAMESPACE
+from memstack.core.settings import Locale, Settings, load_settings
+from memstack.server.schemas import (
+    FactOut,
+    FactsOut,
+    ForgetOut,
+    KBHitOut,
+    KBHitsOut,
+    MomentText,
+    RememberOut,
+)
+
+INSTRUCTIONS = (
+    "Long-term memory of users across sessions. Call `remember` with every user and "
+    "assistant turn; call `recall_context` with the user's new message to get what memory "
+    "knows (facts, related history, recent dialogue) as prompt text; `facts` lists what "
+    "the user has stated (with `as_of`, what held at an earlier time); `forget_user` "
+    "erases a user everywhere; `knowledge_search` searches the document knowledge base."
+)
+
+
+@dataclass
+class Served:
+    """What the lifespan hands every tool call."""
+
+    memory: AsyncMemory
+    # Drain pending ingest jobs before a read, so a turn remembered a moment ago is
+    # already a fact. Needed on the embedded default, where no worker can see the queue.
+    inline_ingest: bool
+    drain_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def catch_up(self) -> None:
+        if self.inline_ingest:
+            async with self.drain_lock:
+                await self.memory.drain()
+
+
+ToolContext = Context[Served, Any]
+UserId = Annotated[str, Field(description="Whose memory: a stable id of the end user.")]
+SessionId = Annotated[str, Field(description="The conversation; one user owns a session.")]
+
+
+@contextmanager
+def _as_tool_errors() -> Iterator[None]:
+    # A ToolError's text reaches the model (it can fix a bad id and retry); anything else
+    # the SDK hides behind a generic message and logs with its traceback.
+    try:
+        yield
+    except MemstackError as exc:
+        raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _served(ctx: ToolContext) -> Served:
+    return ctx.request_context.lifespan_context
+
+
+# --- tools -----------------------------------------------------------------------------------
+
+
+async def remember(
+    user_id: UserId,
+    session_id: SessionId,
+    role: Annotated[str, Field(description="user, assistant, system or tool.")],
+    content: Annotated[str, Field(description="The message text.")],
+    ctx: ToolContext,
+    msg_id: Annotated[
+        str | None, Field(description="Idempotency key: a retry with the same one is a no-op.")
+    ] = None,
+    name: Annotated[
+        str | None,
+        Field(
+            description="Who said it, when several people share the conversation "
+            "(OpenAI's message name): 1-64 characters, no line break or colon."
+        ),
+    ] = None,
+) -> RememberOut:
+    """Record one message of a conversation in memory; returns its stored id."""
+    with _as_tool_errors():
+        stored = await _served(ctx).memory.remember(
+            user_id, session_id, role, content, msg_id=msg_id, name=name
+        )
+    return RememberOut(msg_id=stored)
+
+
+async def recall_context(
+    user_id: UserId,
+    session_id: SessionId,
+    query: Annotated[str, Field(description="The user's new message.")],
+    ctx: ToolContext,
+    budget_tokens: Annotated[
+        int | None, Field(description="Token budget of the text; default from settings.")
+    ] = None,
+    locale: Annotated[Locale | None, Field(description="Label language: zh or en.")] = None,
+) -> str:
+    """What memory knows for this message, as prompt text: known facts, related history
+    and recent dialogue, within a token budget."""
+    served = _served(ctx)
+    with _as_tool_errors():
+        await served.catch_up()
+        result = await served.memory.context(
+            user_id, session_id, query, budget_tokens=budget_tokens, locale=locale
+        )
+    return result.text
+
+
+async def facts(
+    user_id: UserId,
+    ctx: ToolContext,
+    as_of: Annotated[
+        MomentText | None,
+        Field(
+            description="The facts current at this moment instead of now: an RFC 3339 "
+            "date-time with its timezone offset, e.g. 2025-03-01T10:00:00+08:00."
+        ),
+    ] = None,
+) -> FactsOut:
+    """The user's current facts (budget, preferences, …), most confident first; with
+    ``as_of``, what was current at that moment (values since changed or withdrawn)."""
+    served = _served(ctx)
+    with _as_tool_errors():
+        await served.catch_up()
+        found = await served.memory.facts(user_id, as_of=as_of)
+    return FactsOut(facts=[FactOut.model_validate(f) for f in found])
+
+
+async def forget_user(user_id: UserId, ctx: ToolContext) -> ForgetOut:
+    """Erase everything memory holds about the user, in every layer. Cannot be undone."""
+    with _as_tool_errors():
+        deleted = await _served(ctx).memory.forget_user(user_id)
+    return ForgetOut(deleted=deleted)
+
+
+async def knowledge_search(
+    query: Annotated[str, Field(description="What to look for.")],
+    ctx: ToolContext,
+    top_k: Annotated[int | None, Field(description="Hits; default from settings.")] = None,
+    namespace: Annotated[str, Field(description="Knowledge base (tenant).")] = DEFAULT_NAMESPACE,
+) -> KBHitsOut:
+    """Search the document knowledge base; hits carry their text and cosine score."""
+    with _as_tool_errors():
+        hits = await _served(ctx).memory.kb_search(query, top_k, namespace=namespace)
+    return KBHitsOut(hits=[KBHitOut.model_validate(h) for h in hits])
+
+
+# Hints for clients that ask before a tool writes or erases; memory is a closed world.
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+ADDITIVE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+ERASING = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+)
+TOOLS = (
+    (remember, ADDITIVE),
+    (recall_context, READ_ONLY),
+    (facts, READ_ONLY),
+    (forget_user, ERASING),
+    (knowledge_search, READ_ONLY),
+)
+
+
+def create_server(
+    settings: Settings | None = None, *, inline_ingest: bool | None = None
+) -> MCPServer[Served]:
+    """The MCP server over one ``AsyncMemory`` opened by its lifespan.
+
+    ``inline_ingest`` (default: on for the embedded Redis) drains pending ingest jobs
+    before ``recall_context`` and ``facts``; with a Redis server a ``memstack worker``
+    does that work instead.
+    """
+    settings = settings or load_settings()
+    drain = settings.embedded_redis if inline_ingest is None else inline_ingest
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer[Served]) -> AsyncIterator[Served]:
+        memory = await AsyncMemory.open(settings)
+        try:
+            await memory.prepare()
+            yield Served(memory=memory, inline_ingest=drain)
+        finally:
+            await memory.close()
+
+    server: MCPServer[Served] = MCPServer(
+        "memstack", instructions=INSTRUCTIONS, version="0.1.0", lifespan=lifespan
+    )
+    for tool, hints in TOOLS:
+        server.add_tool(tool, annotations=hints)
+    return server

@@ -1,0 +1,46 @@
+"""Opening the Redis and SQL connections from settings; nothing connects at import."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.exceptions import RedisError
+
+from memstack.core.errors import StoreUnavailable
+from memstack.core.settings import Settings
+
+_fake_server: Any = None
+
+
+def create_redis(settings: Settings) -> Redis:
+    """A redis-py asyncio client, or fakeredis in-process when no URL is configured.
+
+    Every embedded client in one process shares one fake server, so an API object and
+    an in-process worker see the same data.
+    """
+    if settings.redis_url:
+        # A blocking pool: a call past max_connections waits for a free connection (up to
+        # store_timeout_s) instead of failing with "Too many connections".
+        pool = BlockingConnectionPool.from_url(
+            settings.redis_url,
+            max_connections=settings.redis_max_connections,
+            timeout=settings.store_timeout_s,
+            socket_timeout=settings.store_timeout_s,
+            socket_connect_timeout=settings.store_timeout_s,
+        )
+        return Redis.from_pool(pool)  # owns the pool: aclose() closes it
+    import fakeredis
+
+    global _fake_server
+    if _fake_server is None:
+        _fake_server = fakeredis.FakeServer()
+    return fakeredis.FakeAsyncRedis(server=_fake_server)
+
+
+async def redis_info(redis: Redis) -> dict[str, Any]:
+    try:
+        info: dict[str, Any] = await redis.info("server")
+    except RedisError as exc:
+        raise StoreUnavailable(f"Redis unreachable: {exc}") from exc
+    return info

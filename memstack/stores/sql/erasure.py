@@ -1,0 +1,89 @@
+"""Erasure marks, and the locks that make an erasure final and ingest orderly.
+
+``forget_user`` writes a mark on the user's row (``memory_user.forgotten_before``, the
+Redis time at which it began) under an exclusive lock. Every ingest transaction reads
+that row under a shared lock and drops what was accepted before the mark, so a batch
+in flight when the erasure began either finishes before it (and the erasure deletes
+what it wrote) or sees the mark (and writes nothing); a message accepted after it is a
+new memory. On SQLite, whose locks are per database, the first statement of each such
+transaction is a write, which holds the database's write lock until it ends.
+
+Exchange units of one session are derived under a session lock (a transaction-level
+advisory lock on PostgreSQL), so two workers never interleave the read of a unit's
+ledger rows and the write of its chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from sqlalchemy import select, text, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memstack.stores.sql.ledger import dialect_insert
+from memstack.stores.sql.models import UserRow
+
+Marks = dict[str, datetime | None]
+
+
+def _postgresql(s: AsyncSession) -> bool:
+    return s.get_bind().dialect.name == "postgresql"
+
+
+async def ensure_users(s: AsyncSession, user_ids: Iterable[str], at: datetime) -> None:
+    """Give each user its row (the ledger is about to hold their messages)."""
+    rows = [{"user_id": u, "created_at": at} for u in sorted(set(user_ids))]
+    if rows:
+        insert = dialect_insert(s, UserRow).values(rows)
+        await s.execute(insert.on_conflict_do_nothing(index_elements=["user_id"]))
+
+
+async def hold_users(s: AsyncSession, user_ids: Iterable[str]) -> Marks:
+    """Lock the users' rows against an erasure until the transaction ends; their marks
+    (None: never forgotten; a user without a row has no mark either)."""
+    users = sorted(set(user_ids))
+    if not users:
+        return {}
+    stmt = select(UserRow.user_id, UserRow.forgotten_before).where(UserRow.user_id.in_(users))
+    if _postgresql(s):
+        stmt = stmt.order_by(UserRow.user_id).with_for_update(read=True)
+    else:
+        # A write first: it takes SQLite's database lock for the rest of the transaction.
+        await s.execute(
+            update(UserRow).where(UserRow.user_id.in_(users)).values(user_id=UserRow.user_id)
+        )
+    marks: Marks = dict.fromkeys(users)
+    for user_id, mark in await s.execute(stmt):
+        marks[user_id] = mark
+    return marks
+
+
+def forgotten(mark: datetime | None, accepted_at: datetime | None) -> bool:
+    """Whether a message accepted at ``accepted_at`` falls under the erasure ``mark``.
+    A message of unknown acceptance (ingested before it was recorded) is older than
+    any mark."""
+    return mark is not None and (accepted_at is None or accepted_at <= mark)
+
+
+async def mark_forgotten(s: AsyncSession, user_id: str, before: datetime) -> None:
+    """Record that everything ``user_id`` had accepted before ``before`` is erased; waits
+    for the ingest transactions holding the user (exclusive row lock)."""
+    stmt = (
+        dialect_insert(s, UserRow)
+        .values(user_id=user_id, created_at=before, forgotten_before=before)
+        .on_conflict_do_update(index_elements=["user_id"], set_={"forgotten_before": before})
+    )
+    await s.execute(stmt)
+
+
+async def lock_sessions(s: AsyncSession, sessions: Iterable[tuple[str, str]]) -> None:
+    """Serialise the derivation of these sessions' exchange units until the transaction
+    ends. On SQLite :func:`hold_users` already holds the database lock."""
+    if not _postgresql(s):
+        return
+    for user_id, session_id in sorted(set(sessions)):
+        await s.execute(
+            text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 1))"),
+            {"k": f"units\x1f{user_id}\x1f{session_id}"},
+        )

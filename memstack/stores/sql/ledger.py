@@ -1,0 +1,218 @@
+"""The message ledger in SQL: every message exactly as received, written by the worker."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import CompoundSelect, bindparam, delete, func, literal, select, tuple_, union_all
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memstack.stores.sql.models import MessageRow
+from memstack.text.tokens import lexical_terms
+
+
+@dataclass(frozen=True)
+class LedgerMessage:
+    msg_id: str
+    user_id: str
+    session_id: str
+    role: str
+    content: str
+    created_at: datetime
+    # Last, with defaults: positional construction from before they existed still works.
+    name: str | None = None
+    # When Redis accepted it (None for messages ingested before this was recorded).
+    accepted_at: datetime | None = None
+
+
+def _from_row(row: MessageRow) -> LedgerMessage:
+    return LedgerMessage(
+        row.msg_id,
+        row.user_id,
+        row.session_id,
+        row.role,
+        row.content,
+        row.created_at,
+        row.name,
+        row.accepted_at,
+    )
+
+
+def search_terms(m: LedgerMessage) -> str:
+    """The lexical index text: the author's name counts too, so "what did Tim say
+    about …" finds Tim's messages even when they never mention him."""
+    text = f"{m.name} {m.content}" if m.name else m.content
+    return " ".join(lexical_terms(text))
+
+
+def dialect_insert(session: AsyncSession, table: type[object]):  # type: ignore[no-untyped-def]
+    """``INSERT`` of the session's dialect, which offers ``on_conflict_do_nothing``."""
+    name = session.get_bind().dialect.name
+    return (pg_insert if name == "postgresql" else sqlite_insert)(table)
+
+
+async def insert_messages(session: AsyncSession, messages: Sequence[LedgerMessage]) -> int:
+    """Insert, ignoring ids already present (redelivery); returns rows actually new."""
+    if not messages:
+        return 0
+    stmt = (
+        dialect_insert(session, MessageRow)
+        .values(
+            [
+                {
+                    "msg_id": m.msg_id,
+                    "user_id": m.user_id,
+                    "session_id": m.session_id,
+                    "role": m.role,
+                    "content": m.content,
+                    "created_at": m.created_at,
+                    "name": m.name,
+                    "search_terms": search_terms(m),
+                    "accepted_at": m.accepted_at,
+                }
+                for m in messages
+            ]
+        )
+        .on_conflict_do_nothing(index_elements=["msg_id"])
+    )
+    result = await session.execute(stmt)
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+async def recent_messages(
+    session: AsyncSession, user_id: str, session_id: str, limit: int
+) -> list[LedgerMessage]:
+    """The session's last ``limit`` messages of ``user_id``, oldest first."""
+    rows = (
+        await session.scalars(
+            select(MessageRow)
+            .where(MessageRow.user_id == user_id, MessageRow.session_id == session_id)
+            .order_by(MessageRow.created_at.desc(), MessageRow.msg_id.desc())
+            .limit(limit)
+        )
+    ).all()
+    return [_from_row(r) for r in reversed(rows)]
+
+
+@dataclass(frozen=True)
+class Slice:
+    """Consecutive messages of one session in ledger order, and whether they reach the
+    session's first and last message."""
+
+    rows: list[LedgerMessage]
+    from_start: bool
+    to_end: bool
+
+
+def _around_statement() -> CompoundSelect[Any]:
+    """Rows of one session before a (time, id) key, newest first, then rows after it,
+    oldest first: one round trip, plain columns (no ORM objects), built once."""
+    same = (
+        MessageRow.user_id == bindparam("user_id"),
+        MessageRow.session_id == bindparam("session_id"),
+    )
+    order = tuple_(MessageRow.created_at, MessageRow.msg_id)
+    key = tuple_(bindparam("at", type_=MessageRow.created_at.type), bindparam("msg_id"))
+    head = (
+        select(*_COLUMNS, literal(0).label("side"))
+        .where(*same, order <= key)
+        .order_by(MessageRow.created_at.desc(), MessageRow.msg_id.desc())
+        .limit(bindparam("before"))
+        .subquery()
+    )
+    tail = (
+        select(*_COLUMNS, literal(1).label("side"))
+        .where(*same, order > key)
+        .order_by(MessageRow.created_at, MessageRow.msg_id)
+        .limit(bindparam("after"))
+        .subquery()
+    )
+    return union_all(select(head), select(tail))
+
+
+_COLUMNS = (
+    MessageRow.msg_id,
+    MessageRow.user_id,
+    MessageRow.session_id,
+    MessageRow.role,
+    MessageRow.content,
+    MessageRow.created_at,
+    MessageRow.name,
+    MessageRow.accepted_at,
+)
+_AROUND = _around_statement()
+
+
+async def around(session: AsyncSession, m: LedgerMessage, *, before: int, after: int) -> Slice:
+    """Up to ``before`` messages of ``m``'s session before it, ``m`` itself (if in the
+    ledger), and up to ``after`` messages after it."""
+    result = await session.execute(
+        _AROUND,
+        {
+            "user_id": m.user_id,
+            "session_id": m.session_id,
+            "at": m.created_at,
+            "msg_id": m.msg_id,
+            "before": before + 1,
+            "after": after,
+        },
+    )
+    head: list[LedgerMessage] = []
+    tail: list[LedgerMessage] = []
+    for *fields, side in result:
+        (tail if side else head).append(LedgerMessage(*fields))
+    head.sort(key=lambda x: (x.created_at, x.msg_id))
+    tail.sort(key=lambda x: (x.created_at, x.msg_id))
+    return Slice(head + tail, from_start=len(head) <= before, to_end=len(tail) < after)
+
+
+async def all_sessions(session: AsyncSession) -> list[tuple[str, str]]:
+    """Every (user_id, session_id) in the ledger."""
+    rows = await session.execute(
+        select(MessageRow.user_id, MessageRow.session_id).distinct().order_by(MessageRow.user_id)
+    )
+    return [(r[0], r[1]) for r in rows]
+
+
+async def session_page(
+    session: AsyncSession, user_id: str, session_id: str, *, offset: int, limit: int
+) -> list[LedgerMessage]:
+    """One page of a session's messages in ledger order."""
+    rows = await session.scalars(
+        select(MessageRow)
+        .where(MessageRow.user_id == user_id, MessageRow.session_id == session_id)
+        .order_by(MessageRow.created_at, MessageRow.msg_id)
+        .offset(offset)
+        .limit(limit)
+    )
+    return [_from_row(r) for r in rows]
+
+
+async def count_all(session: AsyncSession) -> int:
+    return int(await session.scalar(select(func.count()).select_from(MessageRow)) or 0)
+
+
+async def sessions_of(session: AsyncSession, user_id: str) -> list[str]:
+    rows = await session.scalars(
+        select(MessageRow.session_id).where(MessageRow.user_id == user_id).distinct()
+    )
+    return list(rows)
+
+
+async def count_messages(session: AsyncSession, user_id: str) -> int:
+    return int(
+        await session.scalar(
+            select(func.count()).select_from(MessageRow).where(MessageRow.user_id == user_id)
+        )
+        or 0
+    )
+
+
+async def delete_user(session: AsyncSession, user_id: str) -> int:
+    result = await session.execute(delete(MessageRow).where(MessageRow.user_id == user_id))
+    return int(getattr(result, "rowcount", 0) or 0)

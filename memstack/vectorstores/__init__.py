@@ -1,5 +1,0 @@
-"""Vector stores: ChromaDB and Qdrant behind one protocol."""
-
-from memstack.vectorstores.base import MetaValue, VectorHit, VectorRecord, VectorStore
-
-__all__ = ["MetaValue", "VectorHit", "VectorRecord", "VectorStore"]

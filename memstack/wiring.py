@@ -1,0 +1,159 @@
+"""Connect the stores from settings: Redis and SQL at open, the two vector stores
+(semantic memory and knowledge base) on first use.
+
+The vector stores are returned unopened: they connect and check their collection on first
+use (or on ``await store.ensure_open()``), so a store that is down at start degrades
+one layer instead of stopping the process.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from redis.asyncio import Redis
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from memstack.core.errors import StoreUnavailable
+from memstack.ingest.extraction import build_extractor
+from memstack.ingest.pipeline import Ingestor
+from memstack.ingest.summaries import Summarizer
+from memstack.ingest.summarisers import build_summariser
+from memstack.ingest.worker import Worker
+from memstack.ml.embedders import Embedder, resolve_dim
+from memstack.stores import home
+from memstack.stores.connect import create_redis
+from memstack.stores.journal import Journal
+from memstack.stores.redis import layout as redis_layout
+from memstack.stores.redis.keys import Keys
+from memstack.stores.redis.queue import IngestQueue
+from memstack.stores.redis.working_memory import WorkingMemory
+from memstack.stores.sql import db
+from memstack.stores.vectors.base import VectorStore
+
+if TYPE_CHECKING:
+    from memstack.core.settings import Settings
+
+
+async def connect(settings: Settings) -> tuple[Redis, AsyncEngine, Journal | None]:
+    """Redis and the SQL engine, both reached and checked (schema revision, key layout),
+    and the journal of the embedded default, whose Redis ends with the process."""
+    if settings.embedded_redis:
+        home.claim(settings.home)
+    redis = create_redis(settings)
+    engine = db.create_engine(settings)
+    try:
+        try:
+            await redis.ping()
+        except Exception as exc:
+            raise StoreUnavailable(f"Redis unreachable at {settings.redis_url}: {exc}") from exc
+        await db.prepare(engine, settings)
+        await redis_layout.check(redis, Keys(settings.key_prefix), migrate=settings.embedded_redis)
+    except BaseException:
+        await redis.aclose()
+        await engine.dispose()
+        raise
+    journal = Journal(settings.home / "journal.db") if settings.embedded_redis else None
+    return redis, engine, journal
+
+
+def build_worker(
+    settings: Settings,
+    sessions: async_sessionmaker[AsyncSession],
+    working: WorkingMemory,
+    queue: IngestQueue,
+    embedder: Embedder,
+    vectors: VectorStore,
+) -> Worker:
+    """The ingest worker: the queue, one ingest pipeline and the summariser."""
+    summarizer = Summarizer(
+        settings, sessions, working, build_summariser(settings), embedder, vectors
+    )
+    ingestor = Ingestor(settings, sessions, embedder, vectors, build_extractor(settings))
+    return Worker(queue, ingestor, summarizer, settings.ingest_batch)
+
+
+# Keys of the scope filters (semantic memory: user, session; knowledge base: namespace,
+# document); a payload index makes them cheap on a Qdrant server.
+MEMORY_INDEX_KEYS = ("user_id", "session_id")
+# Every semantic-memory search is scoped to one user, so a Chroma store split by user
+# answers each from one shard.
+MEMORY_SHARD_KEY = "user_id"
+KB_INDEX_KEYS = ("kb", "doc_id")
+
+
+async def build_store(
+    kind: Literal["chroma", "qdrant"],
+    *,
+    collection: str,
+    url: str | None,
+    settings: Settings,
+    embedder: Embedder,
+    index_keys: tuple[str, ...] = (),
+    chroma_shards: int = 1,
+    shard_key: str | None = None,
+) -> VectorStore:
+    """A store of ``kind`` on ``url``, or embedded under ``settings.home / kind``.
+
+    ``chroma_shards`` and ``shard_key`` split a new Chroma store into collections by
+    that metadata key (see :class:`ChromaStore`); Qdrant filters by payload index instead.
+    """
+    # A remote embedder only knows its dimension after answering once.
+    dim = await resolve_dim(embedder)
+    if kind == "chroma":
+        from memstack.stores.vectors.chroma import ChromaStore
+
+        return ChromaStore(
+            collection,
+            model_version=embedder.model_version,
+            dim=dim,
+            url=url or None,
+            # Absolute: chromadb caches clients by path text, and one home reached from two
+            # working directories must be one client.
+            path=None if url else settings.home.resolve() / "chroma",
+            shards=chroma_shards,
+            shard_key=shard_key,
+        )
+    from memstack.stores.vectors.qdrant import QdrantStore
+
+    if url:
+        return QdrantStore(
+            collection,
+            model_version=embedder.model_version,
+            dim=dim,
+            url=url,
+            index_keys=index_keys,
+        )
+    return QdrantStore(
+        collection,
+        model_version=embedder.model_version,
+        dim=dim,
+        path=settings.home.resolve() / "qdrant",
+    )
+
+
+async def build_memory_store(settings: Settings, embedder: Embedder) -> VectorStore:
+    """Semantic memory: collection ``{key_prefix}_memory`` in ``settings.vector_store``,
+    on Chroma split by user into ``settings.chroma_shards`` collections."""
+    return await build_store(
+        settings.vector_store,
+        collection=f"{settings.key_prefix}_memory",
+        url=settings.vector_url,
+        settings=settings,
+        embedder=embedder,
+        index_keys=MEMORY_INDEX_KEYS,
+        chroma_shards=settings.chroma_shards,
+        shard_key=MEMORY_SHARD_KEY,
+    )
+
+
+async def build_kb_store(settings: Settings, embedder: Embedder) -> VectorStore:
+    """Knowledge base: collection ``{key_prefix}_kb`` in ``settings.kb_store``; never
+    sharded: its scope is a namespace, not a user, and it is small."""
+    return await build_store(
+        settings.kb_store,
+        collection=f"{settings.key_prefix}_kb",
+        url=settings.kb_url,
+        settings=settings,
+        embedder=embedder,
+        index_keys=KB_INDEX_KEYS,
+    )
