@@ -37,11 +37,11 @@ import psycopg
 
 from memstack.core.facts.fact import Fact
 from memstack.core.ids import chunk_id
+from memstack.core.messages import Message
 from memstack.core.settings import load_settings
 from memstack.memory import AsyncMemory
 from memstack.stores.sql import db, ledger
 from memstack.stores.sql.facts import write_fact
-from memstack.stores.sql.ledger import LedgerMessage
 from memstack.stores.vectors.base import VectorRecord
 from memstack.stores.vectors.chroma import ChromaStore
 
@@ -89,7 +89,7 @@ async def build(mem: AsyncMemory, chunks: int, rng: random.Random) -> list[str]:
     per_user = chunks // USERS
     users = [f"bu{i:04d}" for i in range(USERS)]
     records: list[VectorRecord] = []
-    rows: list[LedgerMessage] = []
+    rows: list[Message] = []
     for u in users:
         for j in range(per_user):
             k = rng.randrange(len(texts))
@@ -100,7 +100,7 @@ async def build(mem: AsyncMemory, chunks: int, rng: random.Random) -> list[str]:
             session = f"{u}-s{j // 20}"
             msg_id = f"{session}:{j}"
             created = NOW - timedelta(hours=per_user - j)
-            rows.append(LedgerMessage(msg_id, u, session, "user", texts[k], created))
+            rows.append(Message(msg_id, u, session, "user", texts[k], created))
             records.append(
                 VectorRecord(
                     chunk_id(msg_id, 0),

@@ -1,4 +1,4 @@
-"""Per-turn latency of the session knowledge cache (seed 000) against Level 2 alone.
+"""Per-turn latency of the session knowledge cache against Level 2 alone.
 
 A knowledge base of ``--chunks`` chunks (default 10,000) in the KB store (default Chroma
 embedded: HNSW; Qdrant local mode is a brute-force scan, ~100 ms a search at 10k, which

@@ -23,6 +23,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -55,13 +56,13 @@ async def prepare(data: Path) -> list[dict[str, Any]]:
     emb = build_embedder(DEFAULTS)
     out = []
     for conv in evaluation.locomo(data, "abl"):
-        turns = [(f"{s.session_id}:{m.caller_id}", m.role, m.content, m.ts.timestamp(), m.name)
+        turns = [(f"{s.session_id}:{m.msg_id}", m.role, m.content, m.created_at.timestamp(), m.name)
                  for s in conv.sessions for m in s.messages]  # fmt: skip
         units = []
         for s in conv.sessions:
-            ids = [(f"{s.session_id}:{m.caller_id}", m.role, m.content, m.name)
-                   for m in s.messages]  # fmt: skip
-            for u in exchange_units(ids):
+            # Units keyed by the dataset's ids, as the turns above are.
+            keyed = [replace(m, msg_id=f"{s.session_id}:{m.msg_id}") for m in s.messages]
+            for u in exchange_units(keyed):
                 for piece in split_semantic(u.text):
                     units.append((u.msg_ids, piece))
         questions = list(conv.questions)

@@ -1,6 +1,7 @@
 """Write-path latency: N ``remember`` calls against the local Redis server.
 
-Last line: ``{"n": …, "p50_ms": …, "p99_ms": …}``. Seed 002 §3.1 goal: p99 < 2 ms.
+Last line: ``{"n": …, "p50_ms": …, "p99_ms": …}``. The goal (docs/spec.md, Write path):
+p99 < 2 ms.
 Run: ``python benchmarks/write_path.py [--n 10000] [--redis-url URL]``
 """
 

@@ -19,6 +19,7 @@ from memstack.core.errors import (
     StoreUnavailable,
     ValidationError,
 )
+from memstack.core.messages import Message
 from memstack.core.settings import Settings, load_settings
 from memstack.ingest.maintenance import MaintenanceReport, ReindexReport
 from memstack.ingest.worker import WorkerReport
@@ -27,7 +28,7 @@ from memstack.knowledge.documents import Document, Skipped
 from memstack.memory import AsyncMemory
 from memstack.recall.manifest import ContextResult
 from memstack.stores.redis.queue import DeadLetter
-from memstack.stores.redis.working_memory import SessionState, WindowMessage
+from memstack.stores.redis.working_memory import SessionState
 from memstack.stores.sql.facts import StoredFact
 from memstack.sync import Memory
 
@@ -51,6 +52,7 @@ __all__ = [
     "MaintenanceReport",
     "Memory",
     "MemstackError",
+    "Message",
     "NotFound",
     "ReindexReport",
     "SchemaMismatch",
@@ -61,7 +63,6 @@ __all__ = [
     "StoreUnavailable",
     "StoredFact",
     "ValidationError",
-    "WindowMessage",
     "WorkerReport",
     "load_settings",
 ]

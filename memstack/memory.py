@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from memstack.core.errors import NotFound, StoreUnavailable, ValidationError
 from memstack.core.ids import DEFAULT_NAMESPACE, validate_id
 from memstack.core.inputs import check_json, check_moment, check_text
+from memstack.core.messages import Message, validate_message, validate_name
 from memstack.core.settings import Settings, load_settings
 from memstack.core.time import Timestamp, from_ms, message_time_ms, to_ms
 from memstack.ingest import maintenance
@@ -40,13 +41,7 @@ from memstack.recall.manifest import ContextResult
 from memstack.stores import home
 from memstack.stores.journal import Journal
 from memstack.stores.redis.queue import DeadLetter, IngestQueue
-from memstack.stores.redis.working_memory import (
-    SessionState,
-    WindowMessage,
-    WorkingMemory,
-    validate_message,
-    validate_name,
-)
+from memstack.stores.redis.working_memory import SessionState, WorkingMemory
 from memstack.stores.sql import db, erasure, ledger, tool_results
 from memstack.stores.sql import facts as fact_store
 from memstack.stores.sql.facts import StoredFact
@@ -292,7 +287,7 @@ class AsyncMemory:
         """
         validate_id("user_id", user_id)
         validate_id("session_id", session_id)
-        validate_message(self.settings, role, content)
+        validate_message(role, content, max_bytes=self.settings.max_message_bytes)
         author = validate_name(name)
         ts_ms = message_time_ms(ts)
         result = await self.working.append(
@@ -317,9 +312,7 @@ class AsyncMemory:
             self.queue.accepted(job if author is None else {**job, "name": author})
         return result.msg_id
 
-    async def window(
-        self, user_id: str, session_id: str, n: int | None = None
-    ) -> list[WindowMessage]:
+    async def window(self, user_id: str, session_id: str, n: int | None = None) -> list[Message]:
         """The session's last ``n`` messages (default ``recent_window_read``), oldest first;
         a window Redis lost is rebuilt from the ledger first."""
         validate_id("user_id", user_id)

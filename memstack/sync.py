@@ -10,6 +10,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 from memstack.core.ids import DEFAULT_NAMESPACE
+from memstack.core.messages import Message
 from memstack.core.settings import Settings
 from memstack.core.time import Timestamp
 from memstack.ingest.maintenance import MaintenanceReport, ReindexReport
@@ -25,7 +26,7 @@ from memstack.knowledge.cache import KnowledgeTurn
 from memstack.memory import AsyncMemory
 from memstack.recall.manifest import ContextResult
 from memstack.stores.redis.queue import DeadLetter
-from memstack.stores.redis.working_memory import SessionState, WindowMessage
+from memstack.stores.redis.working_memory import SessionState
 from memstack.stores.sql.facts import StoredFact
 
 T = TypeVar("T")
@@ -99,7 +100,7 @@ class Memory:
             self.aio.remember(user_id, session_id, role, content, msg_id=msg_id, ts=ts, name=name)
         )
 
-    def window(self, user_id: str, session_id: str, n: int | None = None) -> list[WindowMessage]:
+    def window(self, user_id: str, session_id: str, n: int | None = None) -> list[Message]:
         return self._run(self.aio.window(user_id, session_id, n))
 
     def set_state(self, user_id: str, session_id: str, values: Mapping[str, Any]) -> None:

@@ -1,4 +1,4 @@
-"""Assembly order and labels (seed 002 §4.3), zh and en."""
+"""Assembly order and labels (docs/spec.md, Read path), zh and en."""
 
 from __future__ import annotations
 
@@ -8,18 +8,18 @@ from memstack.core.errors import ValidationError
 from memstack.recall.assembly import (
     EN,
     ZH,
-    Turn,
     assemble,
     labels_for,
     relative_age,
     render_fact,
     render_history,
 )
+from tests.messages import turn
 
 DAY = 86400
 
 
-def test_fact_line_reads_like_the_seed() -> None:
+def test_fact_line_reads_like_the_spec() -> None:
     line = render_fact("budget_limit", {"amount": 8000, "currency": "CNY"}, "user_stated", ZH)
     assert line == "- 预算上限：8000 CNY（用户明确说明）"
     line = render_fact("focus", ["battery", "weight"], "extract", EN)
@@ -48,14 +48,14 @@ def test_history_line_has_its_age() -> None:
 
 
 @pytest.mark.parametrize("labels", [ZH, EN])
-def test_sections_come_in_the_seed_order(labels) -> None:  # type: ignore[no-untyped-def]
+def test_sections_come_in_the_spec_order(labels) -> None:  # type: ignore[no-untyped-def]
     out = assemble(
         labels=labels,
         system="SYSTEM",
         facts=["- FACT"],
         knowledge=["KNOWLEDGE"],
         history=["- [3天前] HISTORY"],
-        recent=[Turn("user", "RECENT-Q"), Turn("assistant", "RECENT-A")],
+        recent=[turn("user", "RECENT-Q"), turn("assistant", "RECENT-A")],
         query="QUERY",
     )
     order = [
@@ -84,7 +84,7 @@ def test_empty_sections_are_left_out_and_messages_are_chat_ready() -> None:
         labels=EN,
         system="SYSTEM",
         history=["- [1 day ago] user: hi"],
-        recent=[Turn("user", "q1"), Turn("assistant", "a1"), Turn("tool", "42")],
+        recent=[turn("user", "q1"), turn("assistant", "a1"), turn("tool", "42")],
         query="what now?",
     )
     assert EN.facts not in out.text and EN.knowledge not in out.text

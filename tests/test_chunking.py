@@ -5,7 +5,8 @@ import re
 
 import pytest
 
-from memstack.text.chunking import ChatMessage, Unit, exchange_units, split_semantic
+from memstack.text.chunking import Unit, exchange_units, split_semantic
+from tests.messages import said
 
 ZH_SENTENCE = "我们比较了三款笔记本电脑的续航和重量。"  # 19 characters
 EN_SENTENCE = "We compared the battery life of three laptops. "  # 47 characters
@@ -145,12 +146,14 @@ def test_random_mixed_text_keeps_every_character_and_the_limit() -> None:
 
 def test_user_turn_and_its_reply_form_one_unit() -> None:
     units = exchange_units(
-        [
-            ("m1", "user", "我预算五千。"),
-            ("m2", "assistant", "好的，记下了。"),
-            ("m3", "user", "Actually make it 8000."),
-            ("m4", "assistant", "Updated to 8000."),
-        ]
+        said(
+            [
+                ("m1", "user", "我预算五千。"),
+                ("m2", "assistant", "好的，记下了。"),
+                ("m3", "user", "Actually make it 8000."),
+                ("m4", "assistant", "Updated to 8000."),
+            ]
+        )
     )
     assert units == [
         Unit(("m1", "m2"), "user: 我预算五千。\nassistant: 好的，记下了。"),
@@ -160,14 +163,16 @@ def test_user_turn_and_its_reply_form_one_unit() -> None:
 
 def test_every_user_turn_starts_a_unit_and_tool_results_join_it() -> None:
     units = exchange_units(
-        [
-            ("m1", "user", "Find flights"),
-            ("m2", "user", "to Tokyo"),
-            ("m3", "assistant", "Searching"),
-            ("m4", "tool", "3 results"),
-            ("m5", "assistant", "Found 3."),
-            ("m6", "user", "Book the first"),
-        ]
+        said(
+            [
+                ("m1", "user", "Find flights"),
+                ("m2", "user", "to Tokyo"),
+                ("m3", "assistant", "Searching"),
+                ("m4", "tool", "3 results"),
+                ("m5", "assistant", "Found 3."),
+                ("m6", "user", "Book the first"),
+            ]
+        )
     )
     assert [u.msg_ids for u in units] == [("m1",), ("m2", "m3", "m4", "m5"), ("m6",)]
     assert units[1].text.splitlines()[2] == "tool: 3 results"
@@ -175,24 +180,26 @@ def test_every_user_turn_starts_a_unit_and_tool_results_join_it() -> None:
 
 def test_a_unit_holds_at_most_lookback_replies_then_each_stands_alone() -> None:
     msgs = [("q", "user", "question")] + [(f"r{i}", "assistant", f"part {i}") for i in range(6)]
-    units = exchange_units(msgs, lookback=4)
+    units = exchange_units(said(msgs), lookback=4)
     assert [u.msg_ids for u in units] == [("q", "r0", "r1", "r2", "r3"), ("r4",), ("r5",)]
 
 
 def test_messages_before_the_first_user_turn_are_their_own_unit() -> None:
     units = exchange_units(
-        [
-            ("m0", "assistant", "Hello!"),
-            ("m0b", "assistant", "How can I help?"),
-            ("m1", "user", "Hi"),
-            ("m2", "assistant", "Hey"),
-        ]
+        said(
+            [
+                ("m0", "assistant", "Hello!"),
+                ("m0b", "assistant", "How can I help?"),
+                ("m1", "user", "Hi"),
+                ("m2", "assistant", "Hey"),
+            ]
+        )
     )
     assert [u.msg_ids for u in units] == [("m0",), ("m0b",), ("m1", "m2")]
 
 
 def test_blank_content_keeps_its_id_but_adds_no_line() -> None:
-    units = exchange_units([("m1", "user", "question"), ("m2", "assistant", "   ")])
+    units = exchange_units(said([("m1", "user", "question"), ("m2", "assistant", "   ")]))
     assert units == [Unit(("m1", "m2"), "user: question")]
 
 
@@ -202,12 +209,14 @@ def test_no_messages_no_units() -> None:
 
 def test_a_named_message_reads_name_colon_content_and_groups_by_role() -> None:
     units = exchange_units(
-        [
-            ChatMessage("m1", "user", "I moved to Lisbon.", "Tim"),
-            ("m2", "assistant", "Noted.", "Bot"),
-            ("m3", "user", "Since when?", "Joanna"),
-            ("m4", "user", "Back to work.", None),
-        ]
+        said(
+            [
+                ("m1", "user", "I moved to Lisbon.", "Tim"),
+                ("m2", "assistant", "Noted.", "Bot"),
+                ("m3", "user", "Since when?", "Joanna"),
+                ("m4", "user", "Back to work.", None),
+            ]
+        )
     )
     # A named assistant still replies to the user turn before it: grouping follows the role.
     assert units == [

@@ -98,7 +98,7 @@ def test_locomo_loader_maps_ids_and_skips_what_it_must(tmp_path: Path) -> None:
     assert conv.missing_evidence == 1
     sid = conv.sessions[0].session_id
     assert conv.questions[0].evidence == (f"{conv.user_id}/{sid}:D1:1",)
-    assert conv.questions[0].now > first.ts
+    assert conv.questions[0].now > first.created_at
 
 
 def test_longmemeval_loader(tmp_path: Path) -> None:

@@ -34,10 +34,10 @@ async def extract(
     return by_key(await rules.extract(text, known=known))
 
 
-# --- the seed scenario (seed 002 §2.2, §6.3) ----------------------------------------------
+# --- the budget scenario of docs/spec.md (Facts and the ledger) ---------------------------
 
 
-async def test_seed_budget_statement(rules: RulesExtractor) -> None:
+async def test_budget_statement(rules: RulesExtractor) -> None:
     facts = await extract(rules, "我预算不超过五千")
     b = facts["budget_limit"]
     assert b.value == CNY_5000
@@ -47,7 +47,7 @@ async def test_seed_budget_statement(rules: RulesExtractor) -> None:
     assert b.supersedes is None
 
 
-async def test_seed_budget_change_supersedes_known_value(rules: RulesExtractor) -> None:
+async def test_budget_change_supersedes_known_value(rules: RulesExtractor) -> None:
     facts = await extract(rules, "其实我可以到八千", known={"budget_limit": CNY_5000})
     b = facts["budget_limit"]
     assert b.value == {"amount": 8000, "currency": "CNY"}

@@ -15,10 +15,10 @@ import pytest
 from memstack import Memory
 from memstack.core.errors import ValidationError
 from memstack.core.facts.fact import Fact
+from memstack.core.messages import Message
 from memstack.core.settings import Settings
 from memstack.memory import AsyncMemory
 from memstack.stores.sql.facts import Outcome, write_fact
-from memstack.stores.sql.ledger import LedgerMessage
 from tests.conftest import new_id
 
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
@@ -117,8 +117,8 @@ async def test_a_retraction_is_idempotent_and_needs_a_current_value(mem: AsyncMe
     ingestor.extractor = Scripted()
     u, s = new_id("u"), new_id("s")
 
-    def message(n: int, text: str, at: datetime) -> LedgerMessage:
-        return LedgerMessage(f"{u}/{s}:m{n}", u, s, "user", text, at)
+    def message(n: int, text: str, at: datetime) -> Message:
+        return Message(f"{u}/{s}:m{n}", u, s, "user", text, at)
 
     nothing = await ingestor.process([message(0, NOT_ANYMORE, T0)])
     assert nothing.facts == {"nothing_to_retract": 1}
@@ -144,7 +144,7 @@ async def test_a_late_retraction_never_ends_a_newer_value(mem: AsyncMemory) -> N
     ingestor.extractor = Scripted()
     u, s = new_id("u"), new_id("s")
     msgs = [
-        LedgerMessage(f"{u}/{s}:m{i}", u, s, "user", text, T0 + i * HOUR)
+        Message(f"{u}/{s}:m{i}", u, s, "user", text, T0 + i * HOUR)
         for i, text in enumerate([VEGETARIAN, NOT_ANYMORE, VEGAN])
     ]
     await ingestor.process([msgs[0]])
@@ -161,9 +161,9 @@ async def test_a_late_value_cannot_undo_a_later_retraction(mem: AsyncMemory) -> 
     ingestor = (await mem.worker()).ingestor
     ingestor.extractor = Scripted()
     u, s = new_id("u"), new_id("s")
-    first = LedgerMessage(f"{u}/{s}:m0", u, s, "user", VEGETARIAN, T0)
-    late = LedgerMessage(f"{u}/{s}:m1", u, s, "user", PESCATARIAN, T0 + HOUR)
-    withdrew = LedgerMessage(f"{u}/{s}:m2", u, s, "user", NOT_ANYMORE, T0 + 2 * HOUR)
+    first = Message(f"{u}/{s}:m0", u, s, "user", VEGETARIAN, T0)
+    late = Message(f"{u}/{s}:m1", u, s, "user", PESCATARIAN, T0 + HOUR)
+    withdrew = Message(f"{u}/{s}:m2", u, s, "user", NOT_ANYMORE, T0 + 2 * HOUR)
     await ingestor.process([first])
     await ingestor.process([withdrew])
     report = await ingestor.process([late])

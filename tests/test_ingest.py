@@ -44,7 +44,7 @@ async def _snapshot(mem: AsyncMemory, user: str) -> tuple[int, list[tuple[str, o
     return int(msgs or 0), facts, sorted(h.id for h in hits)
 
 
-async def test_seed_scenario_budget_superseded(mem: AsyncMemory) -> None:
+async def test_budget_scenario_superseded(mem: AsyncMemory) -> None:
     u, s = new_id("u"), new_id("s")
     await mem.remember(u, s, "user", "我预算不超过五千", ts=T0)
     await mem.remember(u, s, "assistant", "好的，五千以内。", ts=T0 + timedelta(seconds=5))
@@ -62,7 +62,7 @@ async def test_seed_scenario_budget_superseded(mem: AsyncMemory) -> None:
     assert new.supersedes_id == old.id and new.valid_until is None
 
 
-async def test_seed_scenario_in_english(mem: AsyncMemory) -> None:
+async def test_budget_scenario_in_english(mem: AsyncMemory) -> None:
     u, s = new_id("u"), new_id("s")
     await mem.remember(u, s, "user", "My budget is at most $5,000.", ts=T0)
     await mem.remember(u, s, "user", "Actually, I can go up to $8,000.", ts=T0 + timedelta(days=3))

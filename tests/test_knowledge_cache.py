@@ -1,6 +1,7 @@
-"""The two-level session knowledge cache (seed 000), on real Redis and on the embedded
-fakeredis: the seed's five-turn timeline with controlled scores, the off switch, FIFO,
-same-text replacement, TTL, concurrency, and end to end over Qdrant local and Chroma.
+"""The two-level session knowledge cache (docs/knowledge_cache.md), on real Redis and on
+the embedded fakeredis: the documented five-turn timeline with controlled scores, the off
+switch, FIFO, same-text replacement, TTL, concurrency, and end to end over Qdrant local and
+Chroma.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from memstack.stores.connect import create_redis
 from memstack.sync import Memory
 from tests.conftest import make_settings, new_id
 
-# The seed's BA session: a fixed knowledge base with the scores of its timeline.
+# The documented business-analyst session: a fixed knowledge base with its scores.
 TERMS = "清结算术语：清算是交易数据的汇总核对，结算是资金在参与方之间的实际划转。"
 RULES = "支付业务规则：T+1 结算，差错交易次日人工复核。"
 CHANNELS = "渠道对接：每个收单渠道有独立的报文格式与对账文件。"
@@ -104,7 +105,7 @@ async def prefix_keys(redis: Redis, settings: Settings) -> list[bytes]:
     return [k async for k in redis.scan_iter(match=f"{settings.key_prefix}:*")]
 
 
-# --- the seed's timeline -------------------------------------------------------------------
+# --- the documented timeline ----------------------------------------------------------------
 
 
 async def test_seed_timeline(redis: Redis, settings: Settings) -> None:
@@ -126,7 +127,7 @@ async def test_seed_timeline(redis: Redis, settings: Settings) -> None:
     ]
     assert [i.text for i in await cache.cached(user, sid)] == [TERMS, RULES]
 
-    # Turn 4: the cache is still there; the merged top 3 is the seed's.
+    # Turn 4: the cache is still there; the merged top 3 is the documented one.
     turn = await cache.turn(user, sid, SHORT_REPLY)
     assert view(turn.items) == [
         (TERMS, 0.85, "cached"),

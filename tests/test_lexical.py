@@ -13,12 +13,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from memstack.core.errors import InvalidId
+from memstack.core.messages import Message
 from memstack.core.settings import load_settings
 from memstack.memory import AsyncMemory
 from memstack.recall import lexical
 from memstack.stores.sql import ledger
 from memstack.stores.sql import lexical as ledger_search
-from memstack.stores.sql.ledger import LedgerMessage
 from tests.conftest import new_id
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
@@ -56,7 +56,7 @@ def test_bm25_prefers_the_rare_term() -> None:
 async def _put(mem: AsyncMemory, user: str, texts: list[str]) -> list[str]:
     session = new_id("s")
     msgs = [
-        LedgerMessage(f"{session}:{i}", user, session, "user", t, T0 + timedelta(minutes=i))
+        Message(f"{session}:{i}", user, session, "user", t, T0 + timedelta(minutes=i))
         for i, t in enumerate(texts)
     ]
     async with mem.sessions.begin() as s:

@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
 from memstack.core import metrics
 from memstack.core.errors import InvalidContent, InvalidId, ValidationError
+from memstack.core.messages import Message
 from memstack.core.settings import Settings
 from memstack.memory import AsyncMemory
 from memstack.ml import reranker
@@ -31,7 +32,7 @@ from memstack.recall.lexical import rewrite_query
 from memstack.recall.packing import pack_history, pack_window
 from memstack.recall.ranking import Candidate, dense_rewrite, fuse, recency
 from memstack.recall.snippets import char_bigrams, jaccard, stale_key
-from memstack.stores.redis.working_memory import WindowMessage, WorkingMemory
+from memstack.stores.redis.working_memory import WorkingMemory
 from memstack.stores.sql.models import FactRow
 from memstack.stores.vectors.base import HitFields, MetaValue, VectorHit, VectorRecord, VectorStore
 from memstack.stores.vectors.chroma import ChromaStore
@@ -441,7 +442,7 @@ async def test_a_window_lost_then_written_to_is_merged_with_the_ledger(
     assert result.window_rebuilt
     window = await mem.window(user, session, 40)
     assert sorted(m.msg_id for m in window) == sorted([*ids, new])
-    assert [m.ts_ms for m in window] == sorted(m.ts_ms for m in window)
+    assert [m.created_at for m in window] == sorted(m.created_at for m in window)
     # Once merged the window is complete: no second repair.
     again = await mem.context(user, session, "What did we decide?", now=NOW)
     assert not again.window_rebuilt
@@ -584,9 +585,7 @@ async def test_the_candidate_pool_grows_with_the_history_budget(mem: AsyncMemory
 class SlowWorking(WorkingMemory):
     delay_s = 0.0
 
-    async def window(
-        self, user_id: str, session_id: str, n: int | None = None
-    ) -> list[WindowMessage]:
+    async def window(self, user_id: str, session_id: str, n: int | None = None) -> list[Message]:
         await asyncio.sleep(self.delay_s)
         return await super().window(user_id, session_id, n)
 
@@ -851,12 +850,13 @@ def test_recency_reorders_relevant_items_without_promoting_weak_ones(tmp_path: P
 
 
 def test_window_packing_keeps_the_newest_contiguous_turns_and_cuts_a_huge_one() -> None:
-    from memstack.recall.assembly import EN, Turn
+    from memstack.recall.assembly import EN
+    from tests.messages import turn
 
-    turns = [Turn("user", "first question " * 3), Turn("assistant", "short"), Turn("user", "last")]
+    turns = [turn("user", "first question " * 3), turn("assistant", "short"), turn("user", "last")]
     chosen, fit = pack_window(EN, turns, 14)
     assert [i for i, _ in chosen] == [1, 2] and not fit.complete and fit.used <= 14
-    huge = [Turn("user", "word " * 500)]
+    huge = [turn("user", "word " * 500)]
     chosen, fit = pack_window(EN, huge, 40)
     assert len(chosen) == 1 and chosen[0][1].endswith("…") and fit.used <= 40
 

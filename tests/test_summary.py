@@ -17,18 +17,17 @@ from memstack.ingest.extraction import ChatJSON, Fact
 from memstack.ingest.summarisers import (
     ExtractiveSummariser,
     LLMSummariser,
-    Message,
     SessionSummary,
     build_summariser,
     compromise_in,
     topic_code,
 )
-from memstack.text.chunking import ChatMessage
+from tests.messages import said
 
 MODEL = "summary-model"
 
-# A device-selection session (seed 002 §3.2) in which the budget moves from 5000 to 8000.
-CONVERSATION: list[Message] = [
+# A device-selection session in which the budget moves from 5000 to 8000.
+CONVERSATION: list[tuple[str, str, str]] = [
     ("m01", "user", "你好，我想买一台笔记本电脑。"),
     ("m02", "assistant", "您好！请问您的预算大概是多少？主要用途是什么？"),
     ("m03", "user", "我预算不超过五千，主要是出差办公用。"),
@@ -59,7 +58,7 @@ def facts_by_key(summary: SessionSummary) -> dict[str, Fact]:
 
 
 async def test_extractive_keeps_the_current_budget_not_a_range() -> None:
-    s = await ExtractiveSummariser().summarise(CONVERSATION)
+    s = await ExtractiveSummariser().summarise(said(CONVERSATION))
     facts = facts_by_key(s)
     budget = facts["budget_limit"]
     assert budget.value == BUDGET_8000
@@ -80,7 +79,7 @@ async def test_extractive_keeps_the_current_budget_not_a_range() -> None:
 
 
 async def test_extractive_summary_is_only_user_sentences() -> None:
-    s = await ExtractiveSummariser().summarise(CONVERSATION)
+    s = await ExtractiveSummariser().summarise(said(CONVERSATION))
     user_blob = "".join(USER_TEXT)
     for sentence in s.summary.split("。"):
         assert sentence.strip("。？！") in user_blob, sentence
@@ -89,22 +88,24 @@ async def test_extractive_summary_is_only_user_sentences() -> None:
 
 
 async def test_extractive_open_questions_are_the_unanswered_ones() -> None:
-    s = await ExtractiveSummariser().summarise(CONVERSATION)
+    s = await ExtractiveSummariser().summarise(said(CONVERSATION))
     assert s.open_questions == ["MacBook Air的续航能到多少小时？", "另外，是否需要支持扩展存储？"]
     assert all("ThinkPad X1重吗" not in q for q in s.open_questions)  # answered in m08
 
 
 async def test_a_deferral_is_not_an_answer() -> None:
-    msgs: list[Message] = [
+    msgs: list[tuple[str, str, str]] = [
         ("a", "user", "这款支持雷电4吗？"),
         ("b", "assistant", "这个我需要确认一下，稍后回复您。"),
         ("c", "user", "好的"),
     ]
-    assert (await ExtractiveSummariser().summarise(msgs)).open_questions == ["这款支持雷电4吗？"]
+    assert (await ExtractiveSummariser().summarise(said(msgs))).open_questions == [
+        "这款支持雷电4吗？"
+    ]
 
 
 async def test_extractive_topic_and_serialisation() -> None:
-    s = await ExtractiveSummariser().summarise(CONVERSATION)
+    s = await ExtractiveSummariser().summarise(said(CONVERSATION))
     assert s.topic == "方案讨论"
     assert topic_code(s.topic) == "plan"
     dumped = s.model_dump(mode="json")
@@ -125,26 +126,32 @@ async def test_extractive_topic_and_serialisation() -> None:
         ([("a", "user", "Hello there!"), ("b", "user", "Nice weather today.")], "small talk"),
     ],
 )
-async def test_topic_table(messages: list[Message], topic: str) -> None:
-    assert (await ExtractiveSummariser().summarise(messages)).topic == topic
+async def test_topic_table(messages: list[tuple[str, str, str]], topic: str) -> None:
+    assert (await ExtractiveSummariser().summarise(said(messages))).topic == topic
 
 
 async def test_small_talk_gives_no_facts_and_no_summary() -> None:
     s = await ExtractiveSummariser().summarise(
-        [("a", "user", "你好"), ("b", "assistant", "你好！有什么可以帮您？"), ("c", "user", "谢谢")]
+        said(
+            [
+                ("a", "user", "你好"),
+                ("b", "assistant", "你好！有什么可以帮您？"),
+                ("c", "user", "谢谢"),
+            ]
+        )
     )
     assert s.facts == [] and s.summary == "" and s.open_questions == []
 
 
 async def test_english_session() -> None:
-    msgs: list[Message] = [
+    msgs: list[tuple[str, str, str]] = [
         ("1", "user", "I need a laptop. My budget is at most $5,000."),
         ("2", "assistant", "Sure, what matters to you?"),
         ("3", "user", "I care most about battery life. Do not recommend gaming laptops."),
         ("4", "assistant", "Noted."),
         ("5", "user", "Actually, I can go up to $8,000. Which one is lightest?"),
     ]
-    s = await ExtractiveSummariser().summarise(msgs)
+    s = await ExtractiveSummariser().summarise(said(msgs))
     facts = facts_by_key(s)
     assert facts["budget_limit"].value == {"amount": 8000, "currency": "USD"}
     assert facts["budget_limit"].supersedes == {"amount": 5000, "currency": "USD"}
@@ -155,7 +162,7 @@ async def test_english_session() -> None:
 
 
 async def test_summary_length_is_bounded() -> None:
-    msgs: list[Message] = [
+    msgs: list[tuple[str, str, str]] = [
         (
             f"m{i}",
             "user",
@@ -163,13 +170,13 @@ async def test_summary_length_is_bounded() -> None:
         )
         for i in range(1, 41)
     ]
-    s = await ExtractiveSummariser(max_chars=300).summarise(msgs)
+    s = await ExtractiveSummariser(max_chars=300).summarise(said(msgs))
     assert 100 < len(s.summary) <= 300
 
 
 async def test_known_facts_are_superseded_across_sessions() -> None:
     s = await ExtractiveSummariser().summarise(
-        [("a", "user", "预算改成一万二")], known={"budget": 8000}
+        said([("a", "user", "预算改成一万二")]), known={"budget": 8000}
     )
     budget = facts_by_key(s)["budget_limit"]
     assert budget.value == {"amount": 12000, "currency": "CNY"}
@@ -286,7 +293,7 @@ GOOD = {
 async def test_llm_summary_is_parsed_and_normalised(fake_llm: FakeLLM) -> None:
     fake_llm.script = ["```json\n" + json.dumps(GOOD, ensure_ascii=False) + "\n```"]
     summ = llm_summariser(fake_llm)
-    s = await summ.summarise(CONVERSATION)
+    s = await summ.summarise(said(CONVERSATION))
     facts = facts_by_key(s)
     assert facts["budget_limit"].value == BUDGET_8000
     assert facts["budget_limit"].supersedes == BUDGET_5000
@@ -314,7 +321,7 @@ async def test_llm_compromise_summary_is_retried(fake_llm: FakeLLM) -> None:
         json.dumps(GOOD, ensure_ascii=False),
     ]
     summ = llm_summariser(fake_llm)
-    s = await summ.summarise(CONVERSATION)
+    s = await summ.summarise(said(CONVERSATION))
     assert s.summary == GOOD["summary"]
     assert summ.stats.retries == 1
     assert "五千到八千" in fake_llm.requests[1]["messages"][-1]["content"]  # the model is told why
@@ -324,8 +331,8 @@ async def test_llm_compromise_summary_is_retried(fake_llm: FakeLLM) -> None:
 async def test_llm_malformed_twice_falls_back_to_extractive(fake_llm: FakeLLM) -> None:
     fake_llm.script = ["{not json", json.dumps({"facts": [], "summary": ""})]
     summ = llm_summariser(fake_llm)
-    s = await summ.summarise(CONVERSATION)
-    assert s == await ExtractiveSummariser().summarise(CONVERSATION)
+    s = await summ.summarise(said(CONVERSATION))
+    assert s == await ExtractiveSummariser().summarise(said(CONVERSATION))
     assert summ.stats.fallbacks == 1 and summ.stats.retries == 1
     await summ.aclose()
 
@@ -334,7 +341,7 @@ async def test_llm_timeout_falls_back_quickly(fake_llm: FakeLLM) -> None:
     fake_llm.script = [3.0]
     summ = llm_summariser(fake_llm, timeout_s=0.3)
     start = time.perf_counter()
-    s = await summ.summarise(CONVERSATION)
+    s = await summ.summarise(said(CONVERSATION))
     assert time.perf_counter() - start < 1.5
     assert facts_by_key(s)["budget_limit"].value == BUDGET_8000
     assert summ.stats.timeouts == 1 and summ.stats.fallbacks == 1
@@ -350,11 +357,13 @@ async def test_llm_summary_request_names_the_authors(fake_llm: FakeLLM) -> None:
     fake_llm.script = [json.dumps(GOOD, ensure_ascii=False)]
     summ = llm_summariser(fake_llm)
     await summ.summarise(
-        [
-            ChatMessage("m1", "user", "我预算不超过五千。", "Tim"),
-            ("m2", "assistant", "好的。"),
-            ("m3", "user", "我也想要轻一点的。", None),
-        ]
+        said(
+            [
+                ("m1", "user", "我预算不超过五千。", "Tim"),
+                ("m2", "assistant", "好的。"),
+                ("m3", "user", "我也想要轻一点的。", None),
+            ]
+        )
     )
     sent = json.loads(fake_llm.requests[0]["messages"][-1]["content"])["messages"]
     assert sent[0] == {"id": "m1", "role": "user", "content": "我预算不超过五千。", "name": "Tim"}
@@ -363,7 +372,7 @@ async def test_llm_summary_request_names_the_authors(fake_llm: FakeLLM) -> None:
 
 
 async def test_extractive_summary_takes_named_messages() -> None:
-    named = [ChatMessage(i, r, c, "Tim" if r == "user" else None) for i, r, c in CONVERSATION]
-    assert await ExtractiveSummariser().summarise(named) == await ExtractiveSummariser().summarise(
-        CONVERSATION
-    )
+    named = [(i, r, c, "Tim" if r == "user" else None) for i, r, c in CONVERSATION]
+    assert await ExtractiveSummariser().summarise(
+        said(named)
+    ) == await ExtractiveSummariser().summarise(said(CONVERSATION))

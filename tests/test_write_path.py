@@ -16,10 +16,11 @@ from memstack.core.errors import (
     NotFound,
     StoreUnavailable,
 )
+from memstack.core.messages import Message
 from memstack.core.settings import Settings, load_settings
+from memstack.core.time import from_ms
 from memstack.memory import AsyncMemory
 from memstack.stores.sql import ledger
-from memstack.stores.sql.ledger import LedgerMessage
 from tests.conftest import make_settings, new_id
 
 
@@ -188,7 +189,7 @@ async def test_a_session_id_names_one_session_per_user(mem: AsyncMemory) -> None
     assert [f.content for f in await _ledger(mem, mallory)] == ["let me in"]
 
 
-async def _ledger(mem: AsyncMemory, user: str) -> list[LedgerMessage]:
+async def _ledger(mem: AsyncMemory, user: str) -> list[Message]:
     async with mem.sessions() as sess:
         return [
             m
@@ -318,16 +319,20 @@ async def test_window_entry_without_name_still_loads(mem: AsyncMemory) -> None:
     await mem.working.redis.rpush(mem.working.keys.window(u, s), json.dumps(old))
     await mem.working.redis.expire(mem.working.keys.window(u, s), 60)
     [m] = await mem.window(u, s)
-    assert (m.msg_id, m.content, m.ts_ms, m.name) == ("m1", "old entry", 1, None)
+    assert (m.msg_id, m.session_id, m.content, m.created_at, m.name) == (
+        "m1",
+        s,
+        "old entry",
+        from_ms(1),
+        None,
+    )
 
 
 async def test_window_rebuild_keeps_names(mem: AsyncMemory) -> None:
-    from memstack.stores.redis.working_memory import WindowMessage
-
     u, s = new_id("u"), new_id("s")
     rows = [
-        WindowMessage("a", u, "user", "I moved to Lisbon.", 1000, "Tim"),
-        WindowMessage("b", u, "assistant", "Noted.", 2000),
+        Message("a", u, s, "user", "I moved to Lisbon.", from_ms(1000), "Tim"),
+        Message("b", u, s, "assistant", "Noted.", from_ms(2000)),
     ]
     assert await mem.working.repair_window(u, s, rows) == 2
     assert await mem.window(u, s) == rows

@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from memstack import AsyncMemory
+from memstack import AsyncMemory, Message
 from memstack.core.errors import ValidationError
 from memstack.core.ids import scoped_msg_id
 from memstack.core.settings import Settings
@@ -35,15 +35,6 @@ Dataset = Literal["locomo", "longmemeval"]
 LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 # Seconds between consecutive turns of a session whose turns carry no time of their own.
 TURN_SPACING_S = 30
-
-
-@dataclass(frozen=True)
-class Message:
-    caller_id: str
-    role: str
-    content: str
-    ts: datetime
-    name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -151,7 +142,9 @@ def locomo(path: Path, run_id: str) -> Iterator[Conversation]:
                     content += f" [shares {turn['blip_caption']}]"
                 role = "user" if turn["speaker"] == speaker_a else "assistant"
                 ts = start + timedelta(seconds=TURN_SPACING_S * i)
-                msgs.append(Message(turn["dia_id"], role, content, ts, turn["speaker"]))
+                msgs.append(
+                    Message(turn["dia_id"], user_id, sid, role, content, ts, turn["speaker"])
+                )
                 stored[turn["dia_id"]] = scoped_msg_id(user_id, sid, turn["dia_id"])
                 last = ts
             sessions.append(Session(sid, tuple(msgs)))
@@ -213,6 +206,8 @@ def longmemeval(path: Path, run_id: str) -> Iterator[Conversation]:
                 msgs.append(
                     Message(
                         caller,
+                        user_id,
+                        sid,
                         turn["role"],
                         turn["content"],
                         start + timedelta(seconds=TURN_SPACING_S * i),
@@ -261,13 +256,14 @@ ProgressFn = Callable[[str, int, int], None]
 async def ingest(mem: AsyncMemory, conv: Conversation) -> None:
     for session in conv.sessions:
         for m in session.messages:
+            # A dataset message's id is the caller's idempotency key (scoped on storing).
             await mem.remember(
-                conv.user_id,
-                session.session_id,
+                m.user_id,
+                m.session_id,
                 m.role,
                 m.content,
-                msg_id=m.caller_id,
-                ts=m.ts,
+                msg_id=m.msg_id,
+                ts=m.created_at,
                 name=m.name,
             )
     # Summaries would only add summary chunks, which recall does not quote.

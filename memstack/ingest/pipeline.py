@@ -25,16 +25,15 @@ from memstack.core.facts.checks import fact_problem
 from memstack.core.facts.fact import BatchMessage, Extractor, Fact, prepare_batch
 from memstack.core.ids import chunk_id, validate_id
 from memstack.core.inputs import safe_text
+from memstack.core.messages import ROLES, Message, validate_name
 from memstack.core.settings import Settings
 from memstack.ingest import units
 from memstack.ingest.summarisers import classify_topic, topic_code
 from memstack.ml.embedders import Embedder
 from memstack.stores.redis.queue import Job, accepted_at
-from memstack.stores.redis.working_memory import ROLES, validate_name
 from memstack.stores.sql import erasure, ledger
 from memstack.stores.sql import facts as fact_store
 from memstack.stores.sql.db import guarded
-from memstack.stores.sql.ledger import LedgerMessage
 from memstack.stores.vectors.base import MetaValue, VectorHit, VectorRecord, VectorStore
 from memstack.text.chunking import split_semantic
 
@@ -43,7 +42,7 @@ log = logging.getLogger("memstack.ingest.pipeline")
 _JUST_BEFORE = timedelta(microseconds=1)
 
 
-def message_from_job(job: Job) -> LedgerMessage:
+def message_from_job(job: Job) -> Message:
     """Validate a stream entry; a malformed one raises and ends in the dead-letter stream."""
     f = job.fields
     try:
@@ -60,7 +59,7 @@ def message_from_job(job: Job) -> LedgerMessage:
         name = validate_name(f.get("name") or None)
     except ValidationError as exc:
         raise ValidationError(f"malformed ingest job {job.entry_id}: {exc}") from exc
-    return LedgerMessage(
+    return Message(
         msg_id,
         user_id,
         session_id,
@@ -128,11 +127,11 @@ class Ingestor:
     vectors: VectorStore
     extractor: Extractor
 
-    async def process(self, messages: Sequence[LedgerMessage]) -> BatchReport:
+    async def process(self, messages: Sequence[Message]) -> BatchReport:
         async with guarded("ingest"):
             return await self._process(messages)
 
-    async def _process(self, messages: Sequence[LedgerMessage]) -> BatchReport:
+    async def _process(self, messages: Sequence[Message]) -> BatchReport:
         report = BatchReport(messages=len(messages))
         kept = await self._ledger(messages, report)
         inferred = await self._facts(kept, report)
@@ -140,9 +139,7 @@ class Ingestor:
         report.sessions = {(m.user_id, m.session_id) for m in kept}
         return report
 
-    async def _ledger(
-        self, messages: Sequence[LedgerMessage], report: BatchReport
-    ) -> list[LedgerMessage]:
+    async def _ledger(self, messages: Sequence[Message], report: BatchReport) -> list[Message]:
         """Insert the messages not erased since they were accepted; returns those."""
         users = {m.user_id for m in messages}
         async with self.sessions.begin() as s:
@@ -153,9 +150,7 @@ class Ingestor:
         report.forgotten = len(messages) - len(kept)
         return kept
 
-    async def _vectors(
-        self, messages: Sequence[LedgerMessage], inferred: Sequence[VectorRecord]
-    ) -> int:
+    async def _vectors(self, messages: Sequence[Message], inferred: Sequence[VectorRecord]) -> int:
         """Store the chunks of every unit ``messages`` make or change, and ``inferred``;
         returns how many were written.
 
@@ -243,7 +238,7 @@ class Ingestor:
         return out
 
     def _metadata(
-        self, head: LedgerMessage, idx: int, layer: str, msg_ids: Sequence[str]
+        self, head: Message, idx: int, layer: str, msg_ids: Sequence[str]
     ) -> dict[str, str | int | float | bool]:
         return {
             "user_id": head.user_id,
@@ -258,9 +253,7 @@ class Ingestor:
             "model_version": self.embedder.model_version,
         }
 
-    async def _facts(
-        self, messages: Sequence[LedgerMessage], report: BatchReport
-    ) -> list[VectorRecord]:
+    async def _facts(self, messages: Sequence[Message], report: BatchReport) -> list[VectorRecord]:
         """Write stated facts (in message order, so later overrides earlier); return the
         inferred ones as vector records. The extractor reads the batch's user messages
         at once (the LLM: one request per user, not one per message)."""
@@ -316,13 +309,13 @@ class Ingestor:
                     known.pop(fact.key, None)
         return inferred
 
-    async def _known_before(self, m: LedgerMessage) -> dict[str, Any]:
+    async def _known_before(self, m: Message) -> dict[str, Any]:
         """The user's facts as they stood just before ``m`` was said."""
         async with self.sessions() as s:
             before = await fact_store.facts_as_of(s, m.user_id, m.created_at - _JUST_BEFORE)
         return {f.key: f.value for f in before}
 
-    def _inferred_record(self, m: LedgerMessage, fact: Fact) -> VectorRecord | None:
+    def _inferred_record(self, m: Message, fact: Fact) -> VectorRecord | None:
         # Inferred facts are only a hint: searchable, never in the fact table.
         # They pass the fact table's checks all the same (the key is in the vector id).
         problem = fact_problem(fact.key, fact.value, max_bytes=self.settings.max_fact_value_bytes)

@@ -24,7 +24,6 @@ from memstack.stores.sql import erasure, ledger
 from memstack.stores.sql.db import guarded
 from memstack.stores.sql.models import MessageRow, SummaryRow
 from memstack.stores.vectors.base import VectorRecord, VectorStore
-from memstack.text.chunking import ChatMessage
 
 
 @dataclass(frozen=True)
@@ -74,9 +73,7 @@ class Summarizer:
             )
         if done is not None:
             return False
-        result = await self.summariser.summarise(
-            [ChatMessage(m.msg_id, m.role, m.content, m.name) for m in messages]
-        )
+        result = await self.summariser.summarise(messages)
         content = result.model_dump(mode="json")
         record = summary_record(
             user_id, session_id, last.msg_id, last.created_at, content, self.embedder.model_version

@@ -27,6 +27,7 @@ from memstack.core.facts.vocabulary import (
     parse_number,
     same_value,
 )
+from memstack.core.messages import Message
 from memstack.ingest.extraction.llm import ChatJSON, LLMStats, RawFact, json_payload, to_facts
 from memstack.ingest.extraction.rules import (
     RulesExtractor,
@@ -35,15 +36,11 @@ from memstack.ingest.extraction.rules import (
     split_sentences,
     text_locale,
 )
-from memstack.text.chunking import MessageTuple, as_chat_message
 
 if TYPE_CHECKING:
     from memstack.core.settings import Settings
 
 log = logging.getLogger(__name__)
-
-# (msg_id, role, content) or (msg_id, role, content, name); see chunking.ChatMessage.
-Message = MessageTuple
 
 
 class SessionSummary(BaseModel):
@@ -155,7 +152,7 @@ class ExtractiveSummariser:
     def summarise_sync(
         self, messages: Sequence[Message], *, known: Mapping[str, Any] | None = None
     ) -> SessionSummary:
-        user = [m[2] for m in messages if m[1] == "user"]
+        user = [m.content for m in messages if m.role == "user"]
         locale = text_locale(" ".join(user))
         facts = self.current_facts(user, known)
         return SessionSummary(
@@ -237,7 +234,7 @@ def open_questions(messages: Sequence[Message]) -> list[str]:
     """User questions no later assistant message answered (a deferral is no answer)."""
     pending: list[str] = []
     for m in messages:
-        role, content = m[1], m[2]
+        role, content = m.role, m.content
         if role == "user":
             pending += [s for s in split_sentences(content) if is_question(s)]
         elif role == "assistant" and not _DEFERRAL.search(content):
@@ -318,11 +315,10 @@ class _SummaryPayload(BaseModel):
 
 
 def _request_message(m: Message) -> dict[str, str]:
-    msg = as_chat_message(m)
-    out = {"id": msg.msg_id, "role": msg.role, "content": msg.content}
-    if msg.name:
+    out = {"id": m.msg_id, "role": m.role, "content": m.content}
+    if m.name:
         # Several people may share the user role: the model must know who said what.
-        out["name"] = msg.name
+        out["name"] = m.name
     return out
 
 
@@ -347,7 +343,7 @@ class LLMSummariser:
         self, messages: Sequence[Message], *, known: Mapping[str, Any] | None = None
     ) -> SessionSummary:
         known_n = normalise_known(known)
-        user_text = "\n".join(m[2] for m in messages if m[1] == "user")
+        user_text = "\n".join(m.content for m in messages if m.role == "user")
         request = json.dumps(
             {
                 "known_facts": known_n,
@@ -372,7 +368,7 @@ class LLMSummariser:
             return await self.fallback.summarise(messages, known=known)
         # Rules are precise where they fire: a key the model dropped comes back from them.
         have = {f.key for f in facts}
-        users = [m[2] for m in messages if m[1] == "user"]
+        users = [m.content for m in messages if m.role == "user"]
         facts += [f for f in self.fallback.current_facts(users, known) if f.key not in have]
         topic = payload.topic.strip() or classify_topic(user_text, facts, text_locale(user_text))
         return SessionSummary(

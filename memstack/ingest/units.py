@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memstack.core.messages import Message
 from memstack.stores.sql import ledger
-from memstack.stores.sql.ledger import LedgerMessage
-from memstack.text.chunking import UNIT_LOOKBACK, ChatMessage, exchange_units
+from memstack.text.chunking import UNIT_LOOKBACK, exchange_units
 
 # Rows read on each side of a new message: its own range of heads (UNIT_LOOKBACK each
 # way) plus the lookback of the first of them and the replies of the last.
@@ -36,8 +36,8 @@ class Unit:
     """One exchange: its head (the first message, whose id its chunks carry), the
     members in ledger order (head first), and its text for embedding."""
 
-    head: LedgerMessage
-    members: tuple[LedgerMessage, ...]
+    head: Message
+    members: tuple[Message, ...]
     text: str
 
 
@@ -46,28 +46,24 @@ class Derivation:
     units: dict[str, Unit] = field(default_factory=dict)
     # Messages that are members of another message's unit: any chunk under their own
     # id is left from when they were not.
-    absorbed: dict[str, LedgerMessage] = field(default_factory=dict)
+    absorbed: dict[str, Message] = field(default_factory=dict)
     # Heads of the units that hold the new messages themselves: the ones that changed
     # for sure (the others mostly did not).
     touched: set[str] = field(default_factory=set)
 
 
-def _chat(m: LedgerMessage) -> ChatMessage:
-    return ChatMessage(m.msg_id, m.role, m.content, m.name)
-
-
-def units_of(rows: Sequence[LedgerMessage]) -> list[Unit]:
+def units_of(rows: Sequence[Message]) -> list[Unit]:
     """The units of consecutive ledger rows of one session. Units at either edge may be
     cut short when ``rows`` does not start or end with the session."""
     by_id = {m.msg_id: m for m in rows}
     out = []
-    for u in exchange_units(_chat(m) for m in rows):
+    for u in exchange_units(rows):
         members = tuple(by_id[i] for i in u.msg_ids)
         out.append(Unit(members[0], members, u.text))
     return out
 
 
-def _add(derivation: Derivation, rows: list[LedgerMessage], at: int) -> None:
+def _add(derivation: Derivation, rows: list[Message], at: int) -> None:
     """Add the units whose head lies within UNIT_LOOKBACK of ``rows[at]``."""
     low, high = at - UNIT_LOOKBACK, at + UNIT_LOOKBACK
     index = {m.msg_id: i for i, m in enumerate(rows)}
@@ -83,7 +79,7 @@ def _add(derivation: Derivation, rows: list[LedgerMessage], at: int) -> None:
                 derivation.absorbed[m.msg_id] = m
 
 
-def _covers(piece: ledger.Slice, m: LedgerMessage) -> int | None:
+def _covers(piece: ledger.Slice, m: Message) -> int | None:
     """``m``'s index in ``piece`` if the piece holds RADIUS rows on each side of it (or
     the session ends first), else None."""
     at = next((i for i, x in enumerate(piece.rows) if x.msg_id == m.msg_id), None)
@@ -94,7 +90,7 @@ def _covers(piece: ledger.Slice, m: LedgerMessage) -> int | None:
     return None
 
 
-async def around(s: AsyncSession, messages: Sequence[LedgerMessage]) -> Derivation:
+async def around(s: AsyncSession, messages: Sequence[Message]) -> Derivation:
     """The units that ``messages`` (already in the ledger) make or change.
 
     The messages of one batch are mostly consecutive in their session, so one read of
@@ -129,7 +125,7 @@ async def of_session(
 ) -> AsyncIterator[list[Unit]]:
     """Every unit of a session, a page of rows at a time (``memstack reindex``). The
     last unit of a page may go on in the next, so it waits for it."""
-    carry: list[LedgerMessage] = []
+    carry: list[Message] = []
     offset = 0
     while True:
         rows = await ledger.session_page(s, user_id, session_id, offset=offset, limit=page)

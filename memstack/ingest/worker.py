@@ -17,10 +17,10 @@ import time
 from dataclasses import dataclass, field
 
 from memstack.core.errors import MemstackError, SchemaMismatch, StoreUnavailable
+from memstack.core.messages import Message
 from memstack.ingest.pipeline import Ingestor, message_from_job
 from memstack.ingest.summaries import Summarizer
 from memstack.stores.redis.queue import IngestQueue, Job
-from memstack.stores.sql.ledger import LedgerMessage
 
 log = logging.getLogger("memstack.ingest.worker")
 
@@ -108,7 +108,7 @@ class Worker:
         return report
 
     async def _process(self, jobs: list[Job]) -> None:
-        messages: list[LedgerMessage] = [message_from_job(j) for j in jobs]
+        messages: list[Message] = [message_from_job(j) for j in jobs]
         result = await self.ingestor.process(messages)
         self.dirty |= result.sessions
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memstack.core.errors import ValidationError
+from memstack.core.messages import Message
 from memstack.text.tokens import count_tokens, line_tokens
 
 SECTION_ORDER = ("system", "facts", "knowledge", "history", "recent", "input")
@@ -353,13 +354,6 @@ def section_tokens(title: str | None, lines: Sequence[str]) -> int:
 
 
 @dataclass(frozen=True)
-class Turn:
-    role: str
-    content: str
-    name: str | None = None
-
-
-@dataclass(frozen=True)
 class Assembled:
     text: str
     messages: list[dict[str, str]]
@@ -373,7 +367,7 @@ def assemble(
     facts: Sequence[str] = (),
     knowledge: Sequence[str] = (),
     history: Sequence[str] = (),
-    recent: Sequence[Turn] = (),
+    recent: Sequence[Message] = (),
     query: str,
 ) -> Assembled:
     """Join the rendered sections in the specification's order; empty sections are left out."""
@@ -405,7 +399,7 @@ def assemble(
 _CHAT_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
-def _chat_turn(turn: Turn, labels: Labels) -> dict[str, str]:
+def _chat_turn(turn: Message, labels: Labels) -> dict[str, str]:
     if turn.role in ("user", "assistant", "system"):
         if turn.name is None:
             return {"role": turn.role, "content": turn.content}

@@ -15,12 +15,13 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memstack.core import metrics
 from memstack.core.errors import ModelUnavailable, ValidationError
+from memstack.core.messages import Message
 from memstack.ml.embedders import Embedder
 from memstack.recall import lexical, word_neighbours
 from memstack.recall.lexical import Rewrite
 from memstack.recall.ranking import dense_rewrite
 from memstack.recall.request import Request
-from memstack.stores.redis.working_memory import WindowMessage, WorkingMemory
+from memstack.stores.redis.working_memory import WorkingMemory
 from memstack.stores.sql import facts as fact_store
 from memstack.stores.sql import ledger
 from memstack.stores.sql import lexical as ledger_search
@@ -38,7 +39,7 @@ Reads = async_sessionmaker[AsyncSession]
 
 @dataclass
 class _Gathered:
-    window: list[WindowMessage] = field(default_factory=list)
+    window: list[Message] = field(default_factory=list)
     rebuilt: bool = False
     facts: list[StoredFact] = field(default_factory=list)
     superseded: dict[str, list[Any]] = field(default_factory=dict)
@@ -101,12 +102,6 @@ async def query_rewrites(
     return queries, rewrite
 
 
-def window_message(m: ledger.LedgerMessage) -> WindowMessage:
-    return WindowMessage(
-        m.msg_id, m.user_id, m.role, m.content, int(m.created_at.timestamp() * 1000), m.name
-    )
-
-
 async def repaired_window(
     working: WorkingMemory,
     reads: Reads,
@@ -114,7 +109,7 @@ async def repaired_window(
     session_id: str,
     n: int | None,
     ledger_messages: int,
-) -> tuple[list[WindowMessage], bool]:
+) -> tuple[list[Message], bool]:
     """The session's last ``n`` messages, and whether the window had to be repaired
     with the ledger's last ``ledger_messages`` (see :meth:`Recall.window`)."""
     read = await working.window(user_id, session_id, n)
@@ -122,7 +117,7 @@ async def repaired_window(
         return read.messages, False
     async with reads() as s:
         rows = await ledger.recent_messages(s, user_id, session_id, ledger_messages)
-    await working.repair_window(user_id, session_id, [window_message(r) for r in rows])
+    await working.repair_window(user_id, session_id, rows)
     if not rows:
         return read.messages, False
     metrics.WINDOW_REBUILDS.inc()
@@ -131,10 +126,10 @@ async def repaired_window(
 
 async def window_from_ledger(
     reads: Reads, user_id: str, session_id: str, limit: int
-) -> list[WindowMessage]:
+) -> list[Message]:
     async with reads() as s:
         rows = await ledger.recent_messages(s, user_id, session_id, limit)
-    return [window_message(r) for r in rows]
+    return rows
 
 
 async def read_facts(g: _Gathered, reads: Reads, user_id: str) -> None:

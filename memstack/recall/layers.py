@@ -7,15 +7,15 @@ what a layer leaves unused to the layers still hungry; the packers of
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
+from memstack.core.messages import Message
 from memstack.core.settings import Settings
 from memstack.recall.assembly import (
     Assembled,
     Labels,
-    Turn,
     assemble,
     render_fact,
     render_history_groups,
@@ -25,7 +25,6 @@ from memstack.recall.gather import _Gathered
 from memstack.recall.packing import pack_history, pack_lines, pack_window
 from memstack.recall.ranking import Candidate
 from memstack.recall.request import Request
-from memstack.stores.redis.working_memory import WindowMessage
 from memstack.stores.sql.facts import StoredFact
 
 
@@ -37,8 +36,8 @@ class Offered:
     knowledge_items: list[Any]
     knowledge_lines: list[str]
     eligible: list[Candidate]
-    window: list[WindowMessage]
-    window_turns: list[Turn]
+    window: list[Message]
+    window_turns: list[Message]
 
 
 @dataclass(frozen=True)
@@ -60,7 +59,7 @@ def _knowledge_line(item: Any, labels: Labels) -> str:
 
 
 def offered(
-    g: _Gathered, window: list[WindowMessage], eligible: list[Candidate], labels: Labels
+    g: _Gathered, window: list[Message], eligible: list[Candidate], labels: Labels
 ) -> Offered:
     knowledge_items = list(getattr(g.knowledge, "items", ()) or ())
     return Offered(
@@ -69,7 +68,7 @@ def offered(
         knowledge_lines=[_knowledge_line(i, labels) for i in knowledge_items],
         eligible=eligible,
         window=window,
-        window_turns=[Turn(m.role, m.content, m.name) for m in window],
+        window_turns=list(window),
     )
 
 
@@ -128,8 +127,6 @@ def assemble_layers(layers: Offered, packed: Packed, req: Request) -> Assembled:
         facts=[layers.fact_lines[i][1] for i in sorted(packed.facts)],
         knowledge=[layers.knowledge_lines[i] for i in sorted(packed.knowledge)],
         history=history,
-        recent=[
-            Turn(window[i].role, text, window[i].name) for i, text in sorted(packed.window.items())
-        ],
+        recent=[replace(window[i], content=text) for i, text in sorted(packed.window.items())],
         query=req.query,
     )

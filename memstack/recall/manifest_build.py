@@ -3,6 +3,7 @@ and whether it fits (filter drops are recorded where they happen)."""
 
 from __future__ import annotations
 
+from memstack.core.messages import Message
 from memstack.recall.filters import covered_ids
 from memstack.recall.layers import Offered, Packed
 from memstack.recall.manifest import (
@@ -14,13 +15,12 @@ from memstack.recall.manifest import (
     candidate_item,
     make_item,
 )
-from memstack.stores.redis.working_memory import WindowMessage
 from memstack.text.tokens import count_tokens
 
 
 def without_current_input(
-    window: list[WindowMessage], query: str
-) -> tuple[list[WindowMessage], list[ManifestItem]]:
+    window: list[Message], query: str
+) -> tuple[list[Message], list[ManifestItem]]:
     """The recent window without its last message if that is the query itself, which
     the context prints as the current input; the manifest item saying so."""
     window = list(window)

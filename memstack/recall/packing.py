@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memstack.recall.assembly import Labels, Turn, speaker
+from memstack.core.messages import Message
+from memstack.recall.assembly import Labels, speaker
 from memstack.recall.budget import Fit, truncate_tokens
 from memstack.recall.ranking import Candidate
 from memstack.text.tokens import line_tokens
@@ -44,7 +45,7 @@ def pack_history(
 
 
 def pack_window(
-    labels: Labels, turns: Sequence[Turn], cap: int
+    labels: Labels, turns: Sequence[Message], cap: int
 ) -> tuple[list[tuple[int, str]], Fit]:
     """The newest turns that fit, kept contiguous: a gap in the middle of the recent
     dialogue would make it read wrong. If not even the latest turn fits, its beginning."""

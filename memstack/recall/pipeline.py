@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memstack.core import metrics
 from memstack.core.errors import ConfigError
+from memstack.core.messages import Message
 from memstack.core.settings import Settings
 from memstack.ml.embedders import Embedder
 from memstack.ml.reranker import RERANK_K, CrossEncoder
@@ -40,7 +41,7 @@ from memstack.recall.manifest_build import packed_items, without_current_input
 from memstack.recall.ranking import Candidate, fuse
 from memstack.recall.request import Request, make_request
 from memstack.recall.rows import _Row, read_rows
-from memstack.stores.redis.working_memory import WindowMessage, WorkingMemory
+from memstack.stores.redis.working_memory import WorkingMemory
 from memstack.stores.vectors.base import VectorStore
 from memstack.text.tokens import count_tokens, line_tokens
 
@@ -115,7 +116,7 @@ class Recall:
 
     async def window(
         self, user_id: str, session_id: str, n: int | None = None
-    ) -> tuple[list[WindowMessage], bool]:
+    ) -> tuple[list[Message], bool]:
         """The session's last ``n`` messages, and whether the window had to be repaired.
 
         Redis is an accelerator, not the source of truth. A window that is not

@@ -20,7 +20,7 @@ from pydantic import (
     WithJsonSchema,
 )
 
-from memstack import ContextResult, SessionState, WindowMessage
+from memstack import ContextResult, Message, SessionState
 from memstack.core.ids import DEFAULT_NAMESPACE, MAX_ID_LEN, MAX_NAMESPACE_LEN
 from memstack.core.settings import Locale
 from memstack.core.time import from_ms
@@ -169,10 +169,8 @@ class MessageOut(BaseModel):
     name: str | None = Field(default=None, description="The author, when one was given.")
 
     @classmethod
-    def of(cls, m: WindowMessage) -> MessageOut:
-        return cls(
-            msg_id=m.msg_id, role=m.role, content=m.content, ts=from_ms(m.ts_ms), name=m.name
-        )
+    def of(cls, m: Message) -> MessageOut:
+        return cls(msg_id=m.msg_id, role=m.role, content=m.content, ts=m.created_at, name=m.name)
 
 
 class WindowOut(BaseModel):

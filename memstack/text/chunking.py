@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import NamedTuple
+
+from memstack.core.messages import Message
 
 Span = tuple[int, int]
 
@@ -132,35 +133,14 @@ class Unit:
     text: str
 
 
-class ChatMessage(NamedTuple):
-    """One message of a session as chunking and summaries see it. A plain
-    ``(msg_id, role, content)`` tuple is accepted wherever this is."""
-
-    msg_id: str
-    role: str
-    content: str
-    name: str | None = None
-
-
-# What exchange_units and the summarisers take: a 3-tuple from before names existed,
-# or a 4-tuple / ChatMessage whose last field is the author's name (None: unnamed).
-MessageTuple = tuple[str, str, str] | tuple[str, str, str, str | None]
-
-
-def as_chat_message(m: MessageTuple) -> ChatMessage:
-    return m if isinstance(m, ChatMessage) else ChatMessage(*m)
-
-
 # How many messages after a user turn can share that turn's exchange unit (the
 # replies, tool results and follow-ups that answer it). The read path assumes the same
 # when it gathers a unit's replies from the ledger.
 UNIT_LOOKBACK = 4
 
 
-def exchange_units(
-    messages: Iterable[MessageTuple], *, lookback: int = UNIT_LOOKBACK
-) -> list[Unit]:
-    """Group a session's ordered ``(msg_id, role, content[, name])`` into exchanges.
+def exchange_units(messages: Iterable[Message], *, lookback: int = UNIT_LOOKBACK) -> list[Unit]:
+    """Group a session's ordered messages into exchanges.
 
     Every user message starts a unit, which also holds the next messages up to the next
     user message, at most ``lookback`` of them: the reply, tool results, a follow-up
@@ -181,8 +161,8 @@ def exchange_units(
             ids.clear()
             lines.clear()
 
-    for msg_id, role, content, name in map(as_chat_message, messages):
-        if role == "user":
+    for m in messages:
+        if m.role == "user":
             close()
             replies = 0
         elif 0 <= replies < lookback:
@@ -190,8 +170,8 @@ def exchange_units(
         else:
             close()
             replies = -1
-        ids.append(msg_id)
-        if content.strip():
-            lines.append(f"{name or role}: {content.strip()}")
+        ids.append(m.msg_id)
+        if m.content.strip():
+            lines.append(f"{m.name or m.role}: {m.content.strip()}")
     close()
     return units

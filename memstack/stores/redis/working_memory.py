@@ -10,7 +10,6 @@ import asyncio
 import json
 import secrets
 import time
-import unicodedata
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -22,55 +21,44 @@ from redis.exceptions import RedisError, ResponseError
 
 from memstack.core.errors import (
     Conflict,
-    InvalidContent,
     LockNotAcquired,
     StoreUnavailable,
     ValidationError,
 )
 from memstack.core.ids import scoped_msg_id, text_hash
-from memstack.core.inputs import check_text
+from memstack.core.messages import Message
 from memstack.core.settings import Settings
+from memstack.core.time import from_ms, to_ms
 from memstack.stores.redis import scripts
 from memstack.stores.redis.keys import Keys, session_tag
 
-ROLES = frozenset({"user", "assistant", "system", "tool"})
+
+def _entry(m: Message) -> str:
+    """A window entry as the write script writes it (``ts_ms``: epoch milliseconds)."""
+    d = {
+        "msg_id": m.msg_id,
+        "user_id": m.user_id,
+        "role": m.role,
+        "content": m.content,
+        "ts_ms": str(to_ms(m.created_at)),
+    }
+    if m.name is not None:
+        d["name"] = m.name
+    return json.dumps(d, ensure_ascii=False)
 
 
-@dataclass(frozen=True)
-class WindowMessage:
-    msg_id: str
-    user_id: str
-    role: str
-    content: str
-    ts_ms: int
-    # The author in a conversation of several people (OpenAI's ``name``); last, with a
-    # default, so positional construction from before it existed keeps working.
-    name: str | None = None
-
-    def to_json(self) -> str:
-        d = {
-            "msg_id": self.msg_id,
-            "user_id": self.user_id,
-            "role": self.role,
-            "content": self.content,
-            "ts_ms": str(self.ts_ms),
-        }
-        if self.name is not None:
-            d["name"] = self.name
-        return json.dumps(d, ensure_ascii=False)
-
-    @classmethod
-    def from_json(cls, raw: bytes | str) -> WindowMessage:
-        d = json.loads(raw)
-        # .get: entries written before names existed have no "name" key.
-        return cls(
-            d["msg_id"],
-            d["user_id"],
-            d["role"],
-            d["content"],
-            int(float(d["ts_ms"])),
-            d.get("name") or None,
-        )
+def _message(raw: bytes | str, session_id: str) -> Message:
+    d = json.loads(raw)
+    # .get: entries written before names existed have no "name" key.
+    return Message(
+        d["msg_id"],
+        d["user_id"],
+        session_id,
+        d["role"],
+        d["content"],
+        from_ms(int(float(d["ts_ms"]))),
+        d.get("name") or None,
+    )
 
 
 @dataclass(frozen=True)
@@ -85,7 +73,7 @@ class WindowRead:
     history (False after a new session's first write, an expired window or a lost
     Redis: the ledger may know older messages, see ``REPAIR_WINDOW``)."""
 
-    messages: list[WindowMessage]
+    messages: list[Message]
     complete: bool
 
 
@@ -170,12 +158,10 @@ class WorkingMemory:
                 raw, complete = await pipe.execute()
         except RedisError as exc:
             raise _wrap(exc) from exc
-        msgs = [WindowMessage.from_json(r) for r in raw]
+        msgs = [_message(r, session_id) for r in raw]
         return WindowRead([m for m in msgs if m.user_id == user_id], complete is not None)
 
-    async def repair_window(
-        self, user_id: str, session_id: str, recent: Sequence[WindowMessage]
-    ) -> int:
+    async def repair_window(self, user_id: str, session_id: str, recent: Sequence[Message]) -> int:
         """Merge the ledger's ``recent`` messages into the window and mark it complete;
         returns how many messages it holds."""
         s = self.settings
@@ -186,7 +172,7 @@ class WorkingMemory:
                     s.window_max_messages,
                     s.window_ttl_s,
                     s.state_ttl_s,
-                    *(m.to_json() for m in recent),
+                    *(_entry(m) for m in recent),
                 ],
             )
         except RedisError as exc:
@@ -316,50 +302,3 @@ class WorkingMemory:
 
 def _text(v: bytes | str) -> str:
     return v.decode() if isinstance(v, bytes) else v
-
-
-def validate_message(settings: Settings, role: object, content: object) -> str:
-    """Check role and content before anything is written; return the content."""
-    if role not in ROLES:
-        raise InvalidContent(f"role {role!r} is not one of {sorted(ROLES)}")
-    check_text("content", content)
-    assert isinstance(content, str)
-    if not content.strip():
-        raise InvalidContent("content is empty")
-    size = len(content.encode("utf-8"))
-    if size > settings.max_message_bytes:
-        raise InvalidContent(
-            f"content is {size} bytes; the limit is {settings.max_message_bytes} "
-            "(MEMSTACK_MAX_MESSAGE_BYTES); store large tool output with set_state"
-        )
-    return content
-
-
-NAME_MAX_CHARS = 64
-# Names are printed as "name: content" (and "name：content" in Chinese): a colon inside
-# one would make the line read as a different author.
-_NAME_FORBIDDEN = frozenset(":：")
-# Control characters, and the Unicode line and paragraph separators, which break a
-# rendered line just as "\n" does.
-_NAME_BAD_CATEGORIES = frozenset({"Cc", "Zl", "Zp"})
-
-
-def validate_name(name: object) -> str | None:
-    """Check a message author's name before anything is written; return it stripped.
-
-    None means no name. An empty or blank name is refused rather than dropped: the
-    caller meant to name someone and would otherwise lose the author silently.
-    """
-    if name is None:
-        return None
-    stripped = check_text("name", name).strip()
-    if not stripped:
-        raise InvalidContent("name is empty; pass None for a message without a name")
-    if len(stripped) > NAME_MAX_CHARS:
-        raise InvalidContent(f"name is {len(stripped)} characters; the limit is {NAME_MAX_CHARS}")
-    for ch in stripped:
-        if unicodedata.category(ch) in _NAME_BAD_CATEGORIES:
-            raise InvalidContent(f"name contains a control character or line break ({ch!r})")
-        if ch in _NAME_FORBIDDEN:
-            raise InvalidContent(f"name must not contain {ch!r}: it is printed as 'name: content'")
-    return stripped

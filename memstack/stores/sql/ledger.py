@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import CompoundSelect, bindparam, delete, func, literal, select, tuple_, union_all
@@ -12,26 +11,13 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memstack.core.messages import Message
 from memstack.stores.sql.models import MessageRow
 from memstack.text.tokens import lexical_terms
 
 
-@dataclass(frozen=True)
-class LedgerMessage:
-    msg_id: str
-    user_id: str
-    session_id: str
-    role: str
-    content: str
-    created_at: datetime
-    # Last, with defaults: positional construction from before they existed still works.
-    name: str | None = None
-    # When Redis accepted it (None for messages ingested before this was recorded).
-    accepted_at: datetime | None = None
-
-
-def _from_row(row: MessageRow) -> LedgerMessage:
-    return LedgerMessage(
+def _from_row(row: MessageRow) -> Message:
+    return Message(
         row.msg_id,
         row.user_id,
         row.session_id,
@@ -43,7 +29,7 @@ def _from_row(row: MessageRow) -> LedgerMessage:
     )
 
 
-def search_terms(m: LedgerMessage) -> str:
+def search_terms(m: Message) -> str:
     """The lexical index text: the author's name counts too, so "what did Tim say
     about …" finds Tim's messages even when they never mention him."""
     text = f"{m.name} {m.content}" if m.name else m.content
@@ -56,7 +42,7 @@ def dialect_insert(session: AsyncSession, table: type[object]):  # type: ignore[
     return (pg_insert if name == "postgresql" else sqlite_insert)(table)
 
 
-async def insert_messages(session: AsyncSession, messages: Sequence[LedgerMessage]) -> int:
+async def insert_messages(session: AsyncSession, messages: Sequence[Message]) -> int:
     """Insert, ignoring ids already present (redelivery); returns rows actually new."""
     if not messages:
         return 0
@@ -86,7 +72,7 @@ async def insert_messages(session: AsyncSession, messages: Sequence[LedgerMessag
 
 async def recent_messages(
     session: AsyncSession, user_id: str, session_id: str, limit: int
-) -> list[LedgerMessage]:
+) -> list[Message]:
     """The session's last ``limit`` messages of ``user_id``, oldest first."""
     rows = (
         await session.scalars(
@@ -104,7 +90,7 @@ class Slice:
     """Consecutive messages of one session in ledger order, and whether they reach the
     session's first and last message."""
 
-    rows: list[LedgerMessage]
+    rows: list[Message]
     from_start: bool
     to_end: bool
 
@@ -148,7 +134,7 @@ _COLUMNS = (
 _AROUND = _around_statement()
 
 
-async def around(session: AsyncSession, m: LedgerMessage, *, before: int, after: int) -> Slice:
+async def around(session: AsyncSession, m: Message, *, before: int, after: int) -> Slice:
     """Up to ``before`` messages of ``m``'s session before it, ``m`` itself (if in the
     ledger), and up to ``after`` messages after it."""
     result = await session.execute(
@@ -162,10 +148,10 @@ async def around(session: AsyncSession, m: LedgerMessage, *, before: int, after:
             "after": after,
         },
     )
-    head: list[LedgerMessage] = []
-    tail: list[LedgerMessage] = []
+    head: list[Message] = []
+    tail: list[Message] = []
     for *fields, side in result:
-        (tail if side else head).append(LedgerMessage(*fields))
+        (tail if side else head).append(Message(*fields))
     head.sort(key=lambda x: (x.created_at, x.msg_id))
     tail.sort(key=lambda x: (x.created_at, x.msg_id))
     return Slice(head + tail, from_start=len(head) <= before, to_end=len(tail) < after)
@@ -181,7 +167,7 @@ async def all_sessions(session: AsyncSession) -> list[tuple[str, str]]:
 
 async def session_page(
     session: AsyncSession, user_id: str, session_id: str, *, offset: int, limit: int
-) -> list[LedgerMessage]:
+) -> list[Message]:
     """One page of a session's messages in ledger order."""
     rows = await session.scalars(
         select(MessageRow)
