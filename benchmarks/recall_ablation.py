@@ -46,7 +46,8 @@ from memstack.recall.word_neighbours import expand, table
 from memstack.stores.sql.lexical import bm25
 from memstack.text.chunking import exchange_units, split_semantic
 from memstack.text.periods import named_period
-from memstack.text.tokens import lexical_terms, line_tokens
+from memstack.text.terms import lexical_terms
+from memstack.text.token_counts import line_tokens
 
 POOL = 50  # set from --budget as context() sizes it
 DEFAULTS = Settings()

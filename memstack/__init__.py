@@ -26,7 +26,7 @@ from memstack.ingest.worker import WorkerReport
 from memstack.knowledge.base import AddReport, AddResult, KBDocument, KBHit
 from memstack.knowledge.documents import Document, Skipped
 from memstack.memory import AsyncMemory
-from memstack.recall.manifest import ContextResult
+from memstack.recall.result import ContextResult
 from memstack.stores.redis.queue import DeadLetter
 from memstack.stores.redis.working_memory import SessionState
 from memstack.stores.sql.facts import StoredFact

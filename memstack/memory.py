@@ -37,7 +37,7 @@ from memstack.knowledge.base import (
 from memstack.knowledge.cache import KnowledgeCache, KnowledgeTurn, kb_search
 from memstack.ml.embedders import Embedder, build_embedder, prepare_queries
 from memstack.recall import Recall
-from memstack.recall.manifest import ContextResult
+from memstack.recall.result import ContextResult
 from memstack.stores import home
 from memstack.stores.journal import Journal
 from memstack.stores.redis.queue import DeadLetter, IngestQueue

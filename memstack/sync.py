@@ -24,7 +24,7 @@ from memstack.knowledge.base import (
 )
 from memstack.knowledge.cache import KnowledgeTurn
 from memstack.memory import AsyncMemory
-from memstack.recall.manifest import ContextResult
+from memstack.recall.result import ContextResult
 from memstack.stores.redis.queue import DeadLetter
 from memstack.stores.redis.working_memory import SessionState
 from memstack.stores.sql.facts import StoredFact

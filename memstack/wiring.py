@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from memstack.core.errors import StoreUnavailable
 from memstack.ingest.extraction import build_extractor
 from memstack.ingest.pipeline import Ingestor
-from memstack.ingest.summaries import Summarizer
+from memstack.ingest.summaries import SessionSummaries
 from memstack.ingest.summarisers import build_summariser
 from memstack.ingest.worker import Worker
 from memstack.ml.embedders import Embedder, resolve_dim
@@ -65,7 +65,7 @@ def build_worker(
     vectors: VectorStore,
 ) -> Worker:
     """The ingest worker: the queue, one ingest pipeline and the summariser."""
-    summarizer = Summarizer(
+    summarizer = SessionSummaries(
         settings, sessions, working, build_summariser(settings), embedder, vectors
     )
     ingestor = Ingestor(settings, sessions, embedder, vectors, build_extractor(settings))

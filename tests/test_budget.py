@@ -8,7 +8,7 @@ import pytest
 
 from memstack.core.errors import ValidationError
 from memstack.recall.budget import Fit, allocate, base_caps, truncate_tokens
-from memstack.text.tokens import count_tokens
+from memstack.text.token_counts import count_tokens
 
 
 def items_packer(sizes: list[int]):  # type: ignore[no-untyped-def]

@@ -37,7 +37,7 @@ from memstack.stores.sql.models import FactRow
 from memstack.stores.vectors.base import HitFields, MetaValue, VectorHit, VectorRecord, VectorStore
 from memstack.stores.vectors.chroma import ChromaStore
 from memstack.text.periods import named_period
-from memstack.text.tokens import count_tokens
+from memstack.text.token_counts import count_tokens
 from tests.conftest import make_settings, new_id
 
 DAY = timedelta(days=1)

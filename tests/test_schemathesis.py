@@ -27,7 +27,7 @@ from schemathesis.python import asgi as st_asgi
 from memstack.core.settings import load_settings
 from memstack.server.http import create_app
 from memstack.server.schemas import MAX_BUDGET_TOKENS
-from memstack.text.tokens import count_tokens
+from memstack.text.token_counts import count_tokens
 from tests.conftest import make_settings
 
 TOKEN = "schemathesis-token-0123456789"

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from memstack.text.tokens import count_tokens, lexical_terms
+from memstack.text.terms import lexical_terms
+from memstack.text.token_counts import count_tokens
 
 
 def test_counts_are_cl100k_tokens() -> None:

@@ -12,7 +12,7 @@ from memstack.memory import AsyncMemory
 from memstack.recall import word_neighbours
 from memstack.recall.lexical import rewrite_query
 from memstack.recall.word_neighbours import CALENDAR_AND_COUNTS, expand, neighbour_table, table
-from memstack.text.tokens import lexical_terms
+from memstack.text.terms import lexical_terms
 from tests.conftest import new_id
 
 NOW = datetime(2025, 6, 1, 12, tzinfo=UTC)

@@ -33,7 +33,7 @@ class SummaryOutcome:
 
 
 @dataclass
-class Summarizer:
+class SessionSummaries:
     settings: Settings
     sessions: async_sessionmaker[AsyncSession]
     working: WorkingMemory

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from memstack.core.errors import MemstackError, SchemaMismatch, StoreUnavailable
 from memstack.core.messages import Message
 from memstack.ingest.pipeline import Ingestor, message_from_job
-from memstack.ingest.summaries import Summarizer
+from memstack.ingest.summaries import SessionSummaries
 from memstack.stores.redis.queue import IngestQueue, Job
 
 log = logging.getLogger("memstack.ingest.worker")
@@ -56,7 +56,7 @@ class WorkerReport:
 class Worker:
     queue: IngestQueue
     ingestor: Ingestor
-    summarizer: Summarizer | None
+    summarizer: SessionSummaries | None
     batch_size: int
     consumer: str = field(default_factory=consumer_name)
     # Sessions touched since their last summary check: (user_id, session_id).

@@ -8,7 +8,7 @@
 2. A window not known to hold the session's history (Redis lost or expired it) is repaired
    from the ledger.
 3. Candidates are scored (:mod:`memstack.recall.ranking`).
-4. Filters, each recorded in the manifest (:mod:`memstack.recall.manifest`): in the window;
+4. Filters, each recorded in the manifest (:mod:`memstack.recall.result`): in the window;
    below the distance threshold; carrying a superseded fact value; a
    near-duplicate (character-bigram Jaccard); the same message as a better chunk
    (:mod:`memstack.recall.snippets`).

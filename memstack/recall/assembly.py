@@ -19,7 +19,7 @@ from typing import Any
 
 from memstack.core.errors import ValidationError
 from memstack.core.messages import Message
-from memstack.text.tokens import count_tokens, line_tokens
+from memstack.text.token_counts import count_tokens, line_tokens
 
 SECTION_ORDER = ("system", "facts", "knowledge", "history", "recent", "input")
 

@@ -9,7 +9,7 @@ it. A layer whose share is 0 is switched off and never receives a passed-on shar
 
 Layers are packed by callbacks (:data:`Packer`): this module only decides the caps and
 guarantees that the caps never add up to more than the budget. Token counts come from
-:func:`memstack.text.tokens.count_tokens`, which handles Chinese and English.
+:func:`memstack.text.token_counts.count_tokens`, which handles Chinese and English.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from memstack.core.errors import ValidationError
-from memstack.text.tokens import count_tokens
+from memstack.text.token_counts import count_tokens
 
 ELLIPSIS = "…"
 

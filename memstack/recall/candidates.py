@@ -11,7 +11,8 @@ from dataclasses import replace
 
 from memstack.core.ids import msg_id_of_chunk
 from memstack.recall.gather import _Gathered
-from memstack.recall.manifest import (
+from memstack.recall.ranking import MIN_CONTENT_TERMS, Candidate
+from memstack.recall.result import (
     BELOW_THRESHOLD,
     DUPLICATE,
     IN_WINDOW,
@@ -20,11 +21,11 @@ from memstack.recall.manifest import (
     make_item,
     preview,
 )
-from memstack.recall.ranking import MIN_CONTENT_TERMS, Candidate
 from memstack.recall.rows import _Row
 from memstack.stores.sql.lexical import LexicalHit
 from memstack.stores.vectors.base import VectorHit
-from memstack.text.tokens import count_tokens, term_count
+from memstack.text.terms import term_count
+from memstack.text.token_counts import count_tokens
 
 Units = Mapping[str, tuple[str, ...]]
 

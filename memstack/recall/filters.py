@@ -14,11 +14,11 @@ from memstack.core import metrics
 from memstack.core.settings import Settings
 from memstack.recall.assembly import Labels, age_header, mark_outdated, render_turn
 from memstack.recall.gather import _Gathered
-from memstack.recall.manifest import BUDGET, DUPLICATE, LIMIT, STALE, ManifestItem, candidate_item
 from memstack.recall.ranking import Candidate
 from memstack.recall.request import Request
+from memstack.recall.result import BUDGET, DUPLICATE, LIMIT, STALE, ManifestItem, candidate_item
 from memstack.recall.snippets import char_bigrams, excerpt, jaccard, other_terms, stale_statements
-from memstack.text.tokens import line_tokens
+from memstack.text.token_counts import line_tokens
 
 # A recalled item with fewer lexical terms than this besides a superseded value (and
 # the words naming its fact) says nothing else: "好的，五千以内。", "I live in Berlin."

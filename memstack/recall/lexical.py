@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from memstack.core.errors import ExtractionError
-from memstack.text.tokens import STOPWORDS, has_cjk, lexical_terms
+from memstack.text.terms import STOPWORDS, has_cjk, lexical_terms
 
 if TYPE_CHECKING:
     from memstack.core.settings import Settings

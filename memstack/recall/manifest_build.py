@@ -6,7 +6,7 @@ from __future__ import annotations
 from memstack.core.messages import Message
 from memstack.recall.filters import covered_ids
 from memstack.recall.layers import Offered, Packed
-from memstack.recall.manifest import (
+from memstack.recall.result import (
     BUDGET,
     CURRENT_INPUT,
     KEPT,
@@ -15,7 +15,7 @@ from memstack.recall.manifest import (
     candidate_item,
     make_item,
 )
-from memstack.text.tokens import count_tokens
+from memstack.text.token_counts import count_tokens
 
 
 def without_current_input(

@@ -8,7 +8,7 @@ from memstack.core.messages import Message
 from memstack.recall.assembly import Labels, speaker
 from memstack.recall.budget import Fit, truncate_tokens
 from memstack.recall.ranking import Candidate
-from memstack.text.tokens import line_tokens
+from memstack.text.token_counts import line_tokens
 
 
 def pack_lines(title: str, lines: Sequence[str], cap: int) -> tuple[list[int], Fit]:

@@ -36,14 +36,14 @@ from memstack.recall.gather import (
 )
 from memstack.recall.hits import HitBuffer
 from memstack.recall.layers import assemble_layers, offered, pack
-from memstack.recall.manifest import ContextResult, ManifestItem
 from memstack.recall.manifest_build import packed_items, without_current_input
 from memstack.recall.ranking import Candidate, fuse
 from memstack.recall.request import Request, make_request
+from memstack.recall.result import ContextResult, ManifestItem
 from memstack.recall.rows import _Row, read_rows
 from memstack.stores.redis.working_memory import WorkingMemory
 from memstack.stores.vectors.base import VectorStore
-from memstack.text.tokens import count_tokens, line_tokens
+from memstack.text.token_counts import count_tokens, line_tokens
 
 # Candidates per channel never fall below this, whatever vector_top_k says: the budget,
 # not the pool, should decide what is kept.

@@ -26,7 +26,7 @@ from memstack.core.settings import Settings
 from memstack.recall.lexical import Rewrite
 from memstack.recall.snippets import contains_word
 from memstack.text.periods import Period
-from memstack.text.tokens import STOPWORDS, lexical_terms
+from memstack.text.terms import STOPWORDS, lexical_terms
 
 # Fusion constants, chosen on the LoCoMo dev split as a whole (docs/benchmarks.md).
 # A small k lets a channel's top hit beat items that are only mediocre in every channel.

@@ -13,7 +13,7 @@ from memstack.core.settings import Settings
 from memstack.recall.assembly import Labels, labels_for, section_tokens
 from memstack.recall.lexical import Rewrite, rewrite_query
 from memstack.text.periods import Period, named_period
-from memstack.text.tokens import line_tokens
+from memstack.text.token_counts import line_tokens
 
 
 @dataclass(frozen=True)

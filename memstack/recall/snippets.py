@@ -13,7 +13,7 @@ from typing import Any
 
 from memstack.core.facts.vocabulary import NUMBER_PATTERN, VOCABULARY, parse_number
 from memstack.text.chunking import split_semantic
-from memstack.text.tokens import lexical_terms
+from memstack.text.terms import lexical_terms
 
 
 def char_bigrams(text: str) -> set[str]:

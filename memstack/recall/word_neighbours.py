@@ -28,7 +28,7 @@ from typing import Any
 
 from memstack.core.errors import ModelUnavailable
 from memstack.recall.lexical import QUERY_STOPWORDS, Rewrite
-from memstack.text.tokens import STOPWORDS, lexical_terms
+from memstack.text.terms import STOPWORDS, lexical_terms
 
 MIN_SCORE = 0.7
 # At most this many neighbours per word; a word rarely has more above the threshold.

@@ -208,13 +208,13 @@ def find_currency(text: str) -> str | None:
     return best[1] if best else None
 
 
-def has_cjk(text: str) -> bool:
+def has_han(text: str) -> bool:
     return re.search(r"[\u4e00-\u9fff]", text) is not None
 
 
 def default_currency(text: str) -> str:
     """CNY for Chinese text, USD otherwise, when nobody named a currency."""
-    return "CNY" if has_cjk(text) else "USD"
+    return "CNY" if has_han(text) else "USD"
 
 
 def normalise_money(

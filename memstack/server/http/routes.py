@@ -49,7 +49,7 @@ def _memory(request: Request) -> AsyncMemory:
     return cast(AsyncMemory, request.app.state.memory)
 
 
-Memory = Annotated[AsyncMemory, Depends(_memory)]
+MemoryDep = Annotated[AsyncMemory, Depends(_memory)]
 # Declares the scheme in the OpenAPI document; the check itself is http_guard's, made
 # before the body is read.
 _bearer = HTTPBearer(auto_error=False, description="MEMSTACK_API_TOKEN.")
@@ -75,7 +75,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 async def remember(
-    user_id: UserId, session_id: SessionId, body: RememberIn, mem: Memory
+    user_id: UserId, session_id: SessionId, body: RememberIn, mem: MemoryDep
 ) -> RememberOut:
     """Record one message (the synchronous write path: window, state, ingest job)."""
     msg_id = await mem.remember(
@@ -92,7 +92,7 @@ async def remember(
 
 def _window_route(limit: int) -> Callable[..., Awaitable[WindowOut]]:
     async def window(
-        user_id: UserId, session_id: SessionId, mem: Memory, n: int | None = None
+        user_id: UserId, session_id: SessionId, mem: MemoryDep, n: int | None = None
     ) -> WindowOut:
         """The session's recent window from working memory, oldest first."""
         msgs = await mem.window(user_id, session_id, n)
@@ -106,14 +106,14 @@ def _window_route(limit: int) -> Callable[..., Awaitable[WindowOut]]:
     return window
 
 
-async def get_state(user_id: UserId, session_id: SessionId, mem: Memory) -> StateOut:
+async def get_state(user_id: UserId, session_id: SessionId, mem: MemoryDep) -> StateOut:
     return StateOut.of(await mem.get_state(user_id, session_id))
 
 
 async def patch_state(
     user_id: UserId,
     session_id: SessionId,
-    mem: Memory,
+    mem: MemoryDep,
     fields: Annotated[dict[str, JsonValue], Body(description="Fields to set; others are kept.")],
 ) -> StateOut:
     """Set task-state fields; a large value moves to the database behind a ``$ref``."""
@@ -122,7 +122,7 @@ async def patch_state(
 
 
 async def context(
-    user_id: UserId, session_id: SessionId, body: ContextIn, mem: Memory
+    user_id: UserId, session_id: SessionId, body: ContextIn, mem: MemoryDep
 ) -> ContextOut:
     """The assembled context for ``query``, with its sections and manifest."""
     result = await mem.context(
@@ -137,14 +137,14 @@ async def context(
     return ContextOut.of(result)
 
 
-async def tool_result(user_id: UserId, ref: Ref, mem: Memory) -> ToolResultOut:
+async def tool_result(user_id: UserId, ref: Ref, mem: MemoryDep) -> ToolResultOut:
     """The full value behind a ``$ref`` that ``PATCH .../state`` left in the state."""
     return ToolResultOut(ref=ref, content=await mem.get_tool_result(user_id, ref))
 
 
 async def facts(
     user_id: UserId,
-    mem: Memory,
+    mem: MemoryDep,
     as_of: Annotated[
         MomentText | None,
         Query(
@@ -162,7 +162,7 @@ async def facts(
 
 async def fact_history(
     user_id: UserId,
-    mem: Memory,
+    mem: MemoryDep,
     key: Annotated[Id | None, Query(description="One fact key; default: all.")] = None,
 ) -> FactsOut:
     """Every value a fact ever had, oldest first (superseded rows have ``valid_until``; a
@@ -170,25 +170,25 @@ async def fact_history(
     return FactsOut(facts=[FactOut.model_validate(f) for f in await mem.fact_history(user_id, key)])
 
 
-async def forget_user(user_id: UserId, mem: Memory) -> ForgetOut:
+async def forget_user(user_id: UserId, mem: MemoryDep) -> ForgetOut:
     """Erase everything held about the user, in every layer."""
     return ForgetOut(deleted=await mem.forget_user(user_id))
 
 
-async def knowledge_search(body: KBSearchIn, mem: Memory) -> KBHitsOut:
+async def knowledge_search(body: KBSearchIn, mem: MemoryDep) -> KBHitsOut:
     hits = await mem.kb_search(body.query, body.top_k, namespace=body.namespace)
     return KBHitsOut(hits=[KBHitOut.model_validate(h) for h in hits])
 
 
 async def knowledge_documents(
-    mem: Memory, namespace: NamespaceQuery = DEFAULT_NAMESPACE
+    mem: MemoryDep, namespace: NamespaceQuery = DEFAULT_NAMESPACE
 ) -> KBDocumentsOut:
     return KBDocumentsOut(
         documents=[KBDocumentOut.model_validate(d) for d in await mem.kb_list(namespace=namespace)]
     )
 
 
-async def knowledge_add(body: KBAddIn, mem: Memory) -> KBAddOut:
+async def knowledge_add(body: KBAddIn, mem: MemoryDep) -> KBAddOut:
     """Add or replace documents given as text (never paths: the server reads no files)."""
     docs = [
         Document(text=d.text, doc_id=d.doc_id, title=d.title, source=d.source)
@@ -199,12 +199,12 @@ async def knowledge_add(body: KBAddIn, mem: Memory) -> KBAddOut:
 
 
 async def knowledge_remove(
-    doc_id: DocId, mem: Memory, namespace: NamespaceQuery = DEFAULT_NAMESPACE
+    doc_id: DocId, mem: MemoryDep, namespace: NamespaceQuery = DEFAULT_NAMESPACE
 ) -> KBDocumentOut:
     return KBDocumentOut.model_validate(await mem.kb_remove(doc_id, namespace=namespace))
 
 
-async def drain(request: Request, mem: Memory) -> DrainOut:
+async def drain(request: Request, mem: MemoryDep) -> DrainOut:
     """Process pending ingest jobs in this process.
 
     The embedded default keeps its queue in an in-process Redis that no ``memstack

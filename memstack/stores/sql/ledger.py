@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memstack.core.messages import Message
 from memstack.stores.sql.models import MessageRow
-from memstack.text.tokens import lexical_terms
+from memstack.text.terms import lexical_terms
 
 
 def _from_row(row: MessageRow) -> Message:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memstack.core.facts.fact import Fact
-from memstack.core.facts.vocabulary import VOCABULARY, has_cjk
+from memstack.core.facts.vocabulary import VOCABULARY, has_han
 from memstack.ingest.extraction.rules.sentences import MASK, clause_starts, other_subject
 
 # A value builder reads the match (and the sentence it is in) and returns the raw value,
@@ -114,7 +114,7 @@ def cut(rest: str) -> str:
             not words
             or len(words) > 4
             or words[0].casefold().strip(".!?") in _STOP_WORDS
-            or has_cjk(part)
+            or has_han(part)
             or _VERBISH.search(part)
         ):
             break
@@ -198,7 +198,7 @@ _NOT_A_NAME = frozenset(
 def _looks_like_name(v: str) -> bool:
     """A person's name: a few CJK characters without function words, or words of letters
     none of which is a pronoun or filler."""
-    if has_cjk(v):
+    if has_han(v):
         return len(v) <= 4 and not _NOT_IN_ZH_NAME.search(v)
     words = v.split()
     return bool(words) and not any(w.casefold().strip(".'") in _NOT_A_NAME for w in words)

@@ -20,7 +20,7 @@ from memstack.core.facts.vocabulary import (
     NUMBER_PATTERN,
     currency_code,
     default_currency,
-    has_cjk,
+    has_han,
     parse_number,
     tidy_number,
 )
@@ -179,7 +179,7 @@ def _amounts(clause: str) -> list[_Amount]:
             # (not in "900 to 1.2k", where the lower bound is already in units).
             value *= parse_number("1" + shared.group("unit")) or 1
             magnitude = True
-        if not marker and not magnitude and (has_cjk(num) or value < 20):
+        if not marker and not magnitude and (has_han(num) or value < 20):
             continue  # 一下, 两个, "up to 8": numerals that are not sums
         year = re.fullmatch(r"\d{4}", num) and 1900 <= value <= 2100
         if not marker and year and _YEAR_BEFORE.search(clause[: m.start()]):

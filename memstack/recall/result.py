@@ -15,7 +15,7 @@ from memstack.recall.budget import Allocation
 from memstack.recall.lexical import Rewrite
 from memstack.recall.ranking import Candidate
 from memstack.stores.vectors.base import VectorHit
-from memstack.text.tokens import count_tokens
+from memstack.text.token_counts import count_tokens
 
 # Manifest reasons.
 KEPT = None
