@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sqlalchemy import delete
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
 from memstack.core.errors import NotFound, StoreUnavailable, ValidationError
@@ -44,8 +43,8 @@ from memstack.stores.redis.queue import DeadLetter, IngestQueue
 from memstack.stores.redis.working_memory import SessionState, WorkingMemory
 from memstack.stores.sql import db, erasure, ledger, tool_results
 from memstack.stores.sql import facts as fact_store
+from memstack.stores.sql import summaries as summary_rows
 from memstack.stores.sql.facts import StoredFact
-from memstack.stores.sql.models import SummaryRow, ToolResultRow
 from memstack.stores.vectors.base import VectorStore
 from memstack.wiring import build_kb_store, build_memory_store, build_worker, connect
 
@@ -243,8 +242,8 @@ class AsyncMemory:
             await erasure.mark_forgotten(s, user_id, began)
             session_ids = await ledger.sessions_of(s, user_id)
             facts_deleted = await fact_store.delete_user(s, user_id)
-            for table in (SummaryRow, ToolResultRow):
-                await s.execute(delete(table).where(table.user_id == user_id))
+            await summary_rows.delete_user(s, user_id)
+            await tool_results.delete_user(s, user_id)
             messages_deleted = await ledger.delete_user(s, user_id)
             await vectors.delete(scope={"user_id": user_id})
         dropped_jobs = await self.queue.drop_user_jobs(user_id, accepted_until=began)

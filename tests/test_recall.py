@@ -27,12 +27,13 @@ from memstack.memory import AsyncMemory
 from memstack.ml import reranker
 from memstack.ml.reranker import CrossEncoder
 from memstack.ops.demo import SCRIPT_EN, SCRIPT_ZH
-from memstack.recall import HIT_FLUSH_S, Recall, _Gathered, _hit_msg_ids, _Row
+from memstack.recall import HIT_FLUSH_S, Recall, _Gathered, _hit_msg_ids
 from memstack.recall.lexical import rewrite_query
 from memstack.recall.packing import pack_history, pack_window
 from memstack.recall.ranking import Candidate, dense_rewrite, fuse, recency
 from memstack.recall.snippets import char_bigrams, jaccard, stale_key
 from memstack.stores.redis.working_memory import WorkingMemory
+from memstack.stores.sql.exchange_rows import LedgerRow
 from memstack.stores.sql.models import FactRow
 from memstack.stores.vectors.base import HitFields, MetaValue, VectorHit, VectorRecord, VectorStore
 from memstack.stores.vectors.chroma import ChromaStore
@@ -878,7 +879,7 @@ def test_history_packing_pays_an_age_header_once(tmp_path: Path) -> None:
 
 
 def test_an_ids_only_hit_covers_what_its_id_and_the_ledger_say() -> None:
-    rows = {m: _Row(m, "user", "text", 0.0, None, None) for m in ("s:1", "s:2")}
+    rows = {m: LedgerRow(m, "user", "text", 0.0, None, None) for m in ("s:1", "s:2")}
     units = {"s:1": ("s:1", "s:2")}
     bare = [VectorHit(id=i, text="", score=0.5) for i in ("s:1#0", "s:1#fact-budget", "x:9#0")]
     # A dialogue chunk covers its unit, an inferred fact its message, a chunk without a

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memstack.core.settings import Settings
@@ -21,8 +20,8 @@ from memstack.ingest.summarisers import Summariser
 from memstack.ml.embedders import Embedder
 from memstack.stores.redis.working_memory import WorkingMemory
 from memstack.stores.sql import erasure, ledger
+from memstack.stores.sql import summaries as summary_rows
 from memstack.stores.sql.db import guarded
-from memstack.stores.sql.models import MessageRow, SummaryRow
 from memstack.stores.vectors.base import VectorRecord, VectorStore
 
 
@@ -66,12 +65,8 @@ class SessionSummaries:
             if not messages:
                 return False
             last = messages[-1]
-            done = await s.scalar(
-                select(SummaryRow.id).where(
-                    SummaryRow.session_id == session_id, SummaryRow.last_msg_id == last.msg_id
-                )
-            )
-        if done is not None:
+            done = await summary_rows.exists(s, session_id, last.msg_id)
+        if done:
             return False
         result = await self.summariser.summarise(messages)
         content = result.model_dump(mode="json")
@@ -83,23 +78,8 @@ class SessionSummaries:
             # Under the erasure guard: a user forgotten while the summary was being made
             # has no ledger rows left, and gets no summary.
             await erasure.hold_users(s, [user_id])
-            if await s.get(MessageRow, last.msg_id) is None:
+            if not await summary_rows.insert(s, messages, content):
                 return False
-            stmt = (
-                ledger.dialect_insert(s, SummaryRow)
-                .values(
-                    user_id=user_id,
-                    session_id=session_id,
-                    first_msg_id=messages[0].msg_id,
-                    last_msg_id=last.msg_id,
-                    message_count=len(messages),
-                    topic=str(content.get("topic", ""))[:64],
-                    content=content,
-                    created_at=datetime.now(UTC),
-                )
-                .on_conflict_do_nothing(index_elements=["session_id", "last_msg_id"])
-            )
-            await s.execute(stmt)
             if record is not None:
                 await self.vectors.upsert(
                     [VectorRecord(record.id, record.text, vectors[0], record.metadata)]
@@ -145,35 +125,27 @@ async def all_summary_records(
 ) -> list[VectorRecord]:
     """Every stored summary as a chunk to embed (``memstack reindex``)."""
     async with sessions() as s:
-        rows = await s.scalars(select(SummaryRow).order_by(SummaryRow.id))
-        out = []
-        for r in rows:
-            last = await s.get(MessageRow, r.last_msg_id)
-            at = last.created_at if last is not None else r.created_at
-            rec = summary_record(
-                r.user_id, r.session_id, r.last_msg_id, at, r.content, model_version
-            )
-            if rec is not None:
-                out.append(rec)
-        return out
+        rows = await summary_rows.stored(s)
+    records = (
+        summary_record(r.user_id, r.session_id, r.last_msg_id, r.last_at, r.content, model_version)
+        for r in rows
+    )
+    return [r for r in records if r is not None]
 
 
 async def summaries_of(
     sessions: async_sessionmaker[AsyncSession], user_id: str, session_id: str | None = None
 ) -> list[dict[str, Any]]:
     async with sessions() as s:
-        q = select(SummaryRow).where(SummaryRow.user_id == user_id)
-        if session_id is not None:
-            q = q.where(SummaryRow.session_id == session_id)
-        rows = await s.scalars(q.order_by(SummaryRow.created_at))
-        return [
-            {
-                "session_id": r.session_id,
-                "first_msg_id": r.first_msg_id,
-                "last_msg_id": r.last_msg_id,
-                "message_count": r.message_count,
-                "created_at": r.created_at,
-                **r.content,
-            }
-            for r in rows
-        ]
+        rows = await summary_rows.stored(s, user_id, session_id)
+    return [
+        {
+            "session_id": r.session_id,
+            "first_msg_id": r.first_msg_id,
+            "last_msg_id": r.last_msg_id,
+            "message_count": r.message_count,
+            "created_at": r.created_at,
+            **r.content,
+        }
+        for r in rows
+    ]

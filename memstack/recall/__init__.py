@@ -37,22 +37,18 @@ from memstack.recall.gather import KnowledgeProvider, _Gathered
 from memstack.recall.hits import HIT_FLUSH_S
 from memstack.recall.pipeline import MIN_POOL, POOL_TOKENS, Recall
 from memstack.recall.request import _epoch_s
-from memstack.recall.rows import _ROWS, _Row, _rows_statement
 
 __all__ = [
     "HIT_FLUSH_S",
     "MIN_OTHER_TERMS",
     "MIN_POOL",
     "POOL_TOKENS",
-    "_ROWS",
     "KnowledgeProvider",
     "Recall",
     "_Gathered",
-    "_Row",
     "_epoch_s",
     "_hit_msg_ids",
     "_outdated",
-    "_rows_statement",
     "_unit_head",
     "_with_preview",
 ]

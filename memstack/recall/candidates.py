@@ -21,7 +21,7 @@ from memstack.recall.result import (
     make_item,
     preview,
 )
-from memstack.recall.rows import _Row
+from memstack.stores.sql.exchange_rows import LedgerRow
 from memstack.stores.sql.lexical import LexicalHit
 from memstack.stores.vectors.base import VectorHit
 from memstack.text.terms import term_count
@@ -38,7 +38,7 @@ def _unit_head(vector_id: str) -> str | None:
 
 
 def _hit_msg_ids(
-    hit: VectorHit, rows: Mapping[str, _Row], units: Units | None
+    hit: VectorHit, rows: Mapping[str, LedgerRow], units: Units | None
 ) -> tuple[str, ...] | None:
     """The messages a hit covers: from its metadata when the search returned it, else
     from the ledger (None when the ledger has no row for it)."""
@@ -56,7 +56,7 @@ def _hit_msg_ids(
     return units.get(head, (head,)) if _unit_head(hit.id) else (head,)
 
 
-def _with_preview(item: ManifestItem, rows: Mapping[str, _Row]) -> ManifestItem:
+def _with_preview(item: ManifestItem, rows: Mapping[str, LedgerRow]) -> ManifestItem:
     """A dropped vector hit's manifest item with the text of its messages, when the
     search left the text out and the ledger has them."""
     if item.preview or not item.msg_ids or not all(i in rows for i in item.msg_ids):
@@ -81,7 +81,7 @@ class _Collector:
     def __init__(
         self,
         window_ids: set[str],
-        rows: Mapping[str, _Row],
+        rows: Mapping[str, LedgerRow],
         units: Units | None,
         max_distance: float | None,
     ) -> None:
@@ -175,7 +175,7 @@ class _Collector:
 def collect(
     g: _Gathered,
     window_ids: set[str],
-    rows: Mapping[str, _Row],
+    rows: Mapping[str, LedgerRow],
     units: Units | None,
     max_distance: float | None,
 ) -> tuple[dict[str, Candidate], list[ManifestItem]]:
@@ -188,7 +188,9 @@ def collect(
     return collector.out, collector.dropped
 
 
-def fill_from_rows(candidates: Mapping[str, Candidate], rows: Mapping[str, _Row]) -> dict[str, int]:
+def fill_from_rows(
+    candidates: Mapping[str, Candidate], rows: Mapping[str, LedgerRow]
+) -> dict[str, int]:
     """Gives each candidate its ledger row; returns the lexical terms of the short
     messages (others count as :data:`MIN_CONTENT_TERMS`), which the ranking discounts."""
     lengths: dict[str, int] = {}

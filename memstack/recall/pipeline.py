@@ -40,8 +40,9 @@ from memstack.recall.manifest_build import packed_items, without_current_input
 from memstack.recall.ranking import Candidate, fuse
 from memstack.recall.request import Request, make_request
 from memstack.recall.result import ContextResult, ManifestItem
-from memstack.recall.rows import _Row, read_rows
+from memstack.recall.rows import read_rows
 from memstack.stores.redis.working_memory import WorkingMemory
+from memstack.stores.sql.exchange_rows import LedgerRow
 from memstack.stores.vectors.base import VectorStore
 from memstack.text.token_counts import count_tokens, line_tokens
 
@@ -129,7 +130,7 @@ class Recall:
 
     async def _rows(
         self, user_id: str, msg_ids: Sequence[str], heads: Sequence[str]
-    ) -> tuple[dict[str, _Row], dict[str, tuple[str, ...]]]:
+    ) -> tuple[dict[str, LedgerRow], dict[str, tuple[str, ...]]]:
         """See :func:`memstack.recall.rows.read_rows`."""
         return await read_rows(self.reads, user_id, msg_ids, heads)
 
@@ -257,13 +258,13 @@ class Recall:
 
     async def _ledger_rows(
         self, g: _Gathered, req: Request
-    ) -> tuple[dict[str, _Row], dict[str, tuple[str, ...]] | None]:
+    ) -> tuple[dict[str, LedgerRow], dict[str, tuple[str, ...]] | None]:
         """The ledger rows of every hit, which also say what each vector hit covers (its
         exchange unit); units None when the ledger is down, and the vector hits read
         again with what they cover and say."""
         timeout = self.settings.store_timeout_s
         heads, wanted, unit_heads = row_requests(g)
-        rows: dict[str, _Row] = {}
+        rows: dict[str, LedgerRow] = {}
         units: dict[str, tuple[str, ...]] | None = {}
         if not wanted:
             return rows, units

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memstack.stores.sql import db
@@ -43,3 +43,7 @@ async def load(sessions: async_sessionmaker[AsyncSession], user_id: str, ref: st
             select(ToolResultRow).where(ToolResultRow.id == ref, ToolResultRow.user_id == user_id)
         )
     return None if row is None else row.content
+
+
+async def delete_user(s: AsyncSession, user_id: str) -> None:
+    await s.execute(delete(ToolResultRow).where(ToolResultRow.user_id == user_id))
