@@ -19,7 +19,7 @@ from memstack.core.ids import DEFAULT_NAMESPACE, validate_id
 from memstack.core.inputs import check_json, check_moment, check_text
 from memstack.core.messages import Message, validate_message, validate_name
 from memstack.core.settings import Settings, load_settings
-from memstack.core.time import Timestamp, from_ms, message_time_ms, to_ms
+from memstack.core.time import Timestamp, message_time_ms, moment
 from memstack.ingest import maintenance
 from memstack.ingest.maintenance import MaintenanceReport
 from memstack.ingest.summaries import summaries_of
@@ -152,7 +152,7 @@ class AsyncMemory:
             if not (report.processed or report.failed or report.dead_lettered):
                 break
         if summarize:
-            total.summaries += await worker.summarize_quiet(to_ms(now))
+            total.summaries += await worker.summarize_quiet(moment(now))
         return total
 
     async def dead_letters(self, count: int = 100) -> list[DeadLetter]:
@@ -166,7 +166,7 @@ class AsyncMemory:
 
         ``dry_run`` (the default) only counts what would go.
         """
-        at = from_ms(to_ms(now))
+        at = moment(now)
         report = MaintenanceReport(dry_run=dry_run)
         async with db.guarded("archive facts"):
             report.facts_archived = await maintenance.archive_facts(

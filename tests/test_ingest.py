@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -662,3 +662,16 @@ def test_a_job_with_a_bad_name_is_malformed() -> None:
     assert message_from_job(Job("1-0", {**fields, "name": "Tim"})).name == "Tim"
     with pytest.raises(ValidationError, match="1-0"):
         message_from_job(Job("1-0", {**fields, "name": "Tim: the boss"}))
+
+
+async def test_quiet_is_judged_on_the_instant_whatever_the_zone_of_now(mem: AsyncMemory) -> None:
+    # drain(now=...) in another zone than the messages' must compare instants: 5 s after
+    # the last message is not quiet, 31 s is, in Shanghai time as in UTC.
+    u, s = new_id("u"), new_id("s")
+    lines = [("user", f"我预算不超过{5000 + i}元，重点关注续航。") for i in range(14)]
+    for i, (role, text) in enumerate(lines):
+        await mem.remember(u, s, role, text, ts=T0 + timedelta(seconds=i))
+    last = T0 + timedelta(seconds=len(lines) - 1)
+    shanghai = timezone(timedelta(hours=8))
+    assert (await mem.drain(now=(last + timedelta(seconds=5)).astimezone(shanghai))).summaries == 0
+    assert (await mem.drain(now=(last + timedelta(seconds=31)).astimezone(shanghai))).summaries == 1

@@ -11,6 +11,7 @@ import time
 from datetime import UTC, datetime
 
 from memstack.core.errors import ValidationError
+from memstack.core.inputs import check_moment
 
 Timestamp = datetime | float | int
 
@@ -46,3 +47,9 @@ def message_time_ms(ts: Timestamp | None) -> int:
 
 def from_ms(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def moment(ts: Timestamp | None, kind: str = "now") -> datetime:
+    """``ts`` as an aware UTC datetime, or the clock's time; refused as ``check_moment``
+    refuses (a naive datetime, a value that is no time)."""
+    return datetime.now(UTC) if ts is None else check_moment(kind, ts)

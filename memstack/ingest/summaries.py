@@ -8,9 +8,8 @@ through a chain of summaries. The result is stored in SQL and as a ``summary`` c
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -41,14 +40,14 @@ class SessionSummaries:
     vectors: VectorStore
 
     async def maybe_summarize(
-        self, user_id: str, session_id: str, *, now_ms: int | None = None
+        self, user_id: str, session_id: str, *, now: datetime | None = None
     ) -> SummaryOutcome:
-        now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
+        now = now or datetime.now(UTC)
         state = await self.working.get_state(user_id, session_id)
         window_len = await self.working.window_length(user_id, session_id)
-        if state.last_msg_at_ms is None:
+        if state.last_msg_at is None:
             return SummaryOutcome(done=True, created=False)
-        if now_ms - state.last_msg_at_ms < self.settings.summary_quiet_s * 1000:
+        if (now - state.last_msg_at).total_seconds() < self.settings.summary_quiet_s:
             return SummaryOutcome(done=False, created=False)
         if window_len <= self.settings.summary_trigger_messages:
             return SummaryOutcome(done=True, created=False)

@@ -15,6 +15,7 @@ import os
 import socket
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from memstack.core.errors import MemstackError, SchemaMismatch, StoreUnavailable
 from memstack.core.messages import Message
@@ -112,14 +113,14 @@ class Worker:
         result = await self.ingestor.process(messages)
         self.dirty |= result.sessions
 
-    async def summarize_quiet(self, now_ms: int | None = None) -> int:
+    async def summarize_quiet(self, now: datetime | None = None) -> int:
         """Summarise the dirty sessions that have gone quiet; returns how many were made."""
         if self.summarizer is None or not self.dirty:
             return 0
         made = 0
         for user_id, session_id in list(self.dirty):
             try:
-                outcome = await self.summarizer.maybe_summarize(user_id, session_id, now_ms=now_ms)
+                outcome = await self.summarizer.maybe_summarize(user_id, session_id, now=now)
             except MemstackError as exc:
                 log.warning("summary of %s failed: %s", session_id, exc)
                 continue

@@ -23,7 +23,6 @@ from pydantic import (
 from memstack import ContextResult, Message, SessionState
 from memstack.core.ids import DEFAULT_NAMESPACE, MAX_ID_LEN, MAX_NAMESPACE_LEN
 from memstack.core.settings import Locale
-from memstack.core.time import from_ms
 
 
 class _FromCore(BaseModel):
@@ -185,12 +184,11 @@ class StateOut(BaseModel):
 
     @classmethod
     def of(cls, state: SessionState) -> StateOut:
-        at = state.last_msg_at_ms
         return cls(
             fields=state.fields,
             turns=state.turns,
             last_msg_id=state.last_msg_id,
-            last_msg_at=from_ms(at) if at is not None else None,
+            last_msg_at=state.last_msg_at,
         )
 
 

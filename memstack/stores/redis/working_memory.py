@@ -82,7 +82,7 @@ class SessionState:
     fields: dict[str, Any]
     turns: int
     last_msg_id: str | None
-    last_msg_at_ms: int | None
+    last_msg_at: datetime | None
 
 
 def _wrap(exc: RedisError) -> Exception:
@@ -216,7 +216,7 @@ class WorkingMemory:
             fields=fields,
             turns=int(data.get("_turns", 0)),
             last_msg_id=data.get("_last_msg_id"),
-            last_msg_at_ms=int(last_at) if last_at else None,
+            last_msg_at=from_ms(int(last_at)) if last_at else None,
         )
 
     async def acquire_lock(
