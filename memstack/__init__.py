@@ -31,6 +31,7 @@ from memstack.stores.redis.queue import DeadLetter
 from memstack.stores.redis.working_memory import SessionState
 from memstack.stores.sql.facts import StoredFact
 from memstack.sync import Memory
+from memstack.wiring import StoreStatus
 
 # The public API: import these from ``memstack``, not from the modules that define them.
 __all__ = [
@@ -60,6 +61,7 @@ __all__ = [
     "Settings",
     "Skipped",
     "StoreError",
+    "StoreStatus",
     "StoreUnavailable",
     "StoredFact",
     "ValidationError",

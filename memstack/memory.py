@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstack.core.errors import NotFound, StoreUnavailable, ValidationError
 from memstack.core.ids import DEFAULT_NAMESPACE, validate_id
@@ -46,7 +46,15 @@ from memstack.stores.sql import facts as fact_store
 from memstack.stores.sql import summaries as summary_rows
 from memstack.stores.sql.facts import StoredFact
 from memstack.stores.vectors.base import VectorStore
-from memstack.wiring import build_kb_store, build_memory_store, build_worker, connect
+from memstack.wiring import (
+    StoreStatus,
+    build_kb_store,
+    build_memory_store,
+    build_worker,
+    connect,
+    probe_stores,
+    session_factories,
+)
 
 
 class AsyncMemory:
@@ -61,12 +69,7 @@ class AsyncMemory:
     ) -> None:
         self.settings = settings
         self.engine = engine
-        self.sessions = async_sessionmaker(engine, expire_on_commit=False)
-        # Single-statement reads without BEGIN and ROLLBACK: two round trips fewer per
-        # query on the read path, which sends three of them per context() call.
-        self.reads = async_sessionmaker(
-            engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False
-        )
+        self.sessions, self.reads = session_factories(engine)
         self.working = working
         self.queue = IngestQueue(
             working.redis,
@@ -176,6 +179,13 @@ class AsyncMemory:
             self.sessions, await self.memory_vectors(), self.settings, now=at, dry_run=dry_run
         )
         return report
+
+    async def health(self) -> dict[str, StoreStatus]:
+        """Each store probed once: Redis, the database, the vector store, and a
+        knowledge-base server if one is configured."""
+        return await probe_stores(
+            self.settings, self.working.redis, self.engine, self.memory_vectors, self.knowledge_base
+        )
 
     async def keys_without_ttl(self) -> list[str]:
         return await self.working.keys_without_ttl()

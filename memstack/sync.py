@@ -28,6 +28,7 @@ from memstack.recall.result import ContextResult
 from memstack.stores.redis.queue import DeadLetter
 from memstack.stores.redis.working_memory import SessionState
 from memstack.stores.sql.facts import StoredFact
+from memstack.wiring import StoreStatus
 
 T = TypeVar("T")
 
@@ -181,6 +182,9 @@ class Memory:
 
     def dead_letters(self, count: int = 100) -> list[DeadLetter]:
         return self._run(self.aio.dead_letters(count))
+
+    def health(self) -> dict[str, StoreStatus]:
+        return self._run(self.aio.health())
 
     def maintain(self, *, dry_run: bool = True, now: Timestamp | None = None) -> MaintenanceReport:
         return self._run(self.aio.maintain(dry_run=dry_run, now=now))

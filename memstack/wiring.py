@@ -8,6 +8,10 @@ one layer instead of stopping the process.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from redis.asyncio import Redis
@@ -19,6 +23,7 @@ from memstack.ingest.pipeline import Ingestor
 from memstack.ingest.summaries import SessionSummaries
 from memstack.ingest.summarisers import build_summariser
 from memstack.ingest.worker import Worker
+from memstack.knowledge.base import KnowledgeBase
 from memstack.ml.embedders import Embedder, resolve_dim
 from memstack.stores import home
 from memstack.stores.connect import create_redis
@@ -32,6 +37,8 @@ from memstack.stores.vectors.base import VectorStore
 
 if TYPE_CHECKING:
     from memstack.core.settings import Settings
+
+log = logging.getLogger("memstack.wiring")
 
 
 async def connect(settings: Settings) -> tuple[Redis, AsyncEngine, Journal | None]:
@@ -70,6 +77,75 @@ def build_worker(
     )
     ingestor = Ingestor(settings, sessions, embedder, vectors, build_extractor(settings))
     return Worker(queue, ingestor, summarizer, settings.ingest_batch)
+
+
+def session_factories(
+    engine: AsyncEngine,
+) -> tuple[async_sessionmaker[AsyncSession], async_sessionmaker[AsyncSession]]:
+    """Sessions for transactions, and sessions for single-statement reads: those run
+    without BEGIN and ROLLBACK, two round trips fewer per query on the read path, which
+    sends three of them per context() call."""
+    return (
+        async_sessionmaker(engine, expire_on_commit=False),
+        async_sessionmaker(
+            engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class StoreStatus:
+    """One store's answer to a probe: whether it answered, and what (never its address)."""
+
+    ok: bool
+    detail: str
+
+
+async def _probe(name: str, probe: Callable[[], Awaitable[str]], timeout_s: float) -> StoreStatus:
+    try:
+        return StoreStatus(ok=True, detail=await asyncio.wait_for(probe(), timeout_s))
+    except TimeoutError:
+        return StoreStatus(ok=False, detail=f"no answer within {timeout_s} s")
+    except Exception as exc:
+        # The error names hosts, ports and URLs: the log has it, the probe's answer not.
+        log.warning("health probe of %s failed: %s: %s", name, type(exc).__name__, exc)
+        return StoreStatus(ok=False, detail=f"unavailable ({type(exc).__name__})")
+
+
+async def probe_stores(
+    settings: Settings,
+    redis: Redis,
+    engine: AsyncEngine,
+    vectors: Callable[[], Awaitable[VectorStore]],
+    knowledge_base: Callable[[], Awaitable[KnowledgeBase]],
+) -> dict[str, StoreStatus]:
+    """Each store probed once, all at once, each within ``store_timeout_s``."""
+
+    async def redis_probe() -> str:
+        await redis.ping()
+        return "ping ok" + (" (embedded)" if settings.embedded_redis else "")
+
+    async def database() -> str:
+        await db.ping(engine)
+        return f"{engine.dialect.name} ok"
+
+    async def vector_count() -> str:
+        return f"{await (await vectors()).count()} vectors"
+
+    async def kb_count() -> str:
+        return f"{await (await knowledge_base()).store.count()} chunks"
+
+    probes: dict[str, Callable[[], Awaitable[str]]] = {
+        "redis": redis_probe,
+        "database": database,
+        "vectors": vector_count,
+    }
+    # Only a configured knowledge-base server is a dependency worth failing a probe for.
+    if settings.kb_url:
+        probes["knowledge_base"] = kb_count
+    timeout_s = settings.store_timeout_s
+    results = await asyncio.gather(*(_probe(n, p, timeout_s) for n, p in probes.items()))
+    return dict(zip(probes, results, strict=True))
 
 
 # Keys of the scope filters (semantic memory: user, session; knowledge base: namespace,

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from memstack import Memory
 from memstack.core.errors import HomeInUse, SchemaMismatch
-from memstack.core.settings import Settings
+from memstack.core.settings import Settings, load_settings
 from memstack.memory import AsyncMemory
 from memstack.ops import doctor
 from memstack.stores.connect import create_redis
@@ -182,3 +183,15 @@ async def test_the_embedded_default_upgrades_its_keys_at_start(tmp_path: Path) -
     sid, _orphan = await _old_layout(settings)
     async with await AsyncMemory.open(settings) as mem:
         assert [m.content for m in await mem.window("alice", sid)] == ["hi"]
+
+
+def test_health_names_each_store_and_what_it_answered(tmp_path: Path) -> None:
+    with Memory(load_settings(home=tmp_path, embedder="hashing")) as mem:
+        mem.remember("u1", "s1", "user", "hello")
+        mem.drain()
+        health = mem.health()
+    assert set(health) == {"redis", "database", "vectors"}
+    assert all(s.ok for s in health.values())
+    assert health["redis"].detail == "ping ok (embedded)"
+    assert health["database"].detail == "sqlite ok"
+    assert health["vectors"].detail == "1 vectors"

@@ -8,61 +8,16 @@ named by its layer and the error's type, never by its address.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
-from collections.abc import Awaitable, Callable
-
-from sqlalchemy import text
 
 from memstack import AsyncMemory
 from memstack.server.schemas import HealthOut, StoreHealth
 
-log = logging.getLogger("memstack.server.http")
-
-
-async def _probe(name: str, probe: Callable[[], Awaitable[str]], timeout_s: float) -> StoreHealth:
-    try:
-        return StoreHealth(ok=True, detail=await asyncio.wait_for(probe(), timeout_s))
-    except TimeoutError:
-        return StoreHealth(ok=False, detail=f"no answer within {timeout_s} s")
-    except Exception as exc:
-        # The error names hosts, ports and URLs: the log has it, the anonymous probe not.
-        log.warning("health probe of %s failed: %s: %s", name, type(exc).__name__, exc)
-        return StoreHealth(ok=False, detail=f"unavailable ({type(exc).__name__})")
-
 
 async def health(mem: AsyncMemory) -> HealthOut:
     """Each store of this process's memory, probed once."""
-
-    async def redis() -> str:
-        await mem.working.redis.ping()
-        return "ping ok" + (" (embedded)" if mem.settings.embedded_redis else "")
-
-    async def database() -> str:
-        async with mem.engine.connect() as conn:
-            await conn.execute(text("SELECT 1"))
-        return f"{mem.engine.dialect.name} ok"
-
-    async def vectors() -> str:
-        store = await mem.memory_vectors()
-        return f"{await store.count()} vectors"
-
-    async def knowledge_base() -> str:
-        kb = await mem.knowledge_base()
-        return f"{await kb.store.count()} chunks"
-
-    probes: dict[str, Callable[[], Awaitable[str]]] = {
-        "redis": redis,
-        "database": database,
-        "vectors": vectors,
-    }
-    # Only a configured knowledge-base server is a dependency worth failing a probe for.
-    if mem.settings.kb_url:
-        probes["knowledge_base"] = knowledge_base
-    timeout_s = mem.settings.store_timeout_s
-    results = await asyncio.gather(*(_probe(n, p, timeout_s) for n, p in probes.items()))
-    stores = dict(zip(probes, results, strict=True))
-    return HealthOut(status="ok" if all(s.ok for s in results) else "down", stores=stores)
+    stores = {n: StoreHealth(ok=s.ok, detail=s.detail) for n, s in (await mem.health()).items()}
+    return HealthOut(status="ok" if all(s.ok for s in stores.values()) else "down", stores=stores)
 
 
 class HealthCheck:

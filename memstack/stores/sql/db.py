@@ -11,7 +11,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
@@ -150,3 +150,9 @@ async def prepare(engine: AsyncEngine, settings: Settings) -> None:
             f"database schema is at {current or 'nothing'}, this memstack needs {head}: "
             "run `memstack db upgrade` (or set MEMSTACK_AUTO_MIGRATE=true)"
         )
+
+
+async def ping(engine: AsyncEngine) -> None:
+    """One round trip to the database (``SELECT 1``); raises what the driver raises."""
+    async with engine.connect() as conn:
+        await conn.execute(text("SELECT 1"))
