@@ -39,7 +39,7 @@ from memstack.recall import Recall
 from memstack.recall.result import ContextResult
 from memstack.stores import home
 from memstack.stores.journal import Journal
-from memstack.stores.redis.queue import DeadLetter, IngestQueue
+from memstack.stores.redis.queue import DeadLetter, IngestQueue, job_fields
 from memstack.stores.redis.working_memory import SessionState, WorkingMemory
 from memstack.stores.sql import db, erasure, ledger, tool_results
 from memstack.stores.sql import facts as fact_store
@@ -309,16 +309,17 @@ class AsyncMemory:
             name=author,
         )
         if not result.duplicate and self.queue.journal is not None:
-            job = {
-                "msg_id": result.msg_id,
-                "user_id": user_id,
-                "session_id": session_id,
-                "role": role,
-                "content": content,
-                "ts_ms": str(ts_ms),
-                "accepted_us": str(time.time_ns() // 1000),
-            }
-            self.queue.accepted(job if author is None else {**job, "name": author})
+            job = job_fields(
+                msg_id=result.msg_id,
+                user_id=user_id,
+                session_id=session_id,
+                role=role,
+                content=content,
+                ts_ms=ts_ms,
+                name=author,
+                accepted_us=time.time_ns() // 1000,
+            )
+            self.queue.accepted(job)
         return result.msg_id
 
     async def window(self, user_id: str, session_id: str, n: int | None = None) -> list[Message]:

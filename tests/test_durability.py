@@ -21,10 +21,11 @@ from memstack.core.facts.fact import Fact
 from memstack.core.settings import Settings
 from memstack.ingest import units
 from memstack.ingest.extraction import build_extractor
-from memstack.ingest.pipeline import Ingestor, message_from_job
+from memstack.ingest.pipeline import Ingestor
 from memstack.ingest.worker import Worker
 from memstack.memory import AsyncMemory
 from memstack.ml.embedders import Embedder
+from memstack.stores.redis.queue import message_from_job
 from memstack.stores.sql import ledger
 from memstack.stores.sql.models import FactRow, MessageRow
 from tests.conftest import new_id

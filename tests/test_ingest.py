@@ -648,8 +648,7 @@ async def test_old_job_without_a_name_and_an_empty_name_are_ingested_unnamed(
 
 def test_a_job_with_a_bad_name_is_malformed() -> None:
     from memstack.core.errors import ValidationError
-    from memstack.ingest.pipeline import message_from_job
-    from memstack.stores.redis.queue import Job
+    from memstack.stores.redis.queue import Job, message_from_job
 
     fields = {
         "msg_id": "s1:m1",

@@ -10,8 +10,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, func, insert, literal, or_, select
-from sqlalchemy import delete as sql_delete
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memstack.core.settings import Settings
@@ -19,13 +17,11 @@ from memstack.ingest import units
 from memstack.ingest.pipeline import Ingestor
 from memstack.ingest.summaries import all_summary_records
 from memstack.ingest.summarisers import TOPICS
-from memstack.stores.sql import erasure, ledger
-from memstack.stores.sql.models import FactArchiveRow, FactRow, MessageRow
+from memstack.stores.sql import erasure, fact_archive, ledger
 from memstack.stores.vectors.base import VectorStore
 
 # Dialogue about preferences and plans outlives the retention window.
 KEPT_TOPICS = frozenset({"preference", "plan"})
-_FACT_COLUMNS = [c.name for c in FactRow.__table__.columns]
 
 
 @dataclass
@@ -36,38 +32,14 @@ class MaintenanceReport:
     vectors_pruned: int = 0
 
 
-def _archive_condition(now: datetime, settings: Settings) -> ColumnElement[bool]:
-    cutoff = now - timedelta(days=settings.fact_archive_days)
-    return or_(
-        FactRow.valid_until.is_not(None),
-        (FactRow.created_at < cutoff) & (FactRow.hit_count == 0),
-    )
-
-
 async def archive_facts(
     sessions: async_sessionmaker[AsyncSession], settings: Settings, *, now: datetime, dry_run: bool
 ) -> int:
-    """Move superseded facts, and facts older than ``fact_archive_days`` that no context
-    ever used, to the archive table. An archived current fact gets ``valid_until = now``:
-    it is no longer served, and its history says when that began."""
-    cond = _archive_condition(now, settings)
+    """Archive superseded facts, and facts older than ``fact_archive_days`` that no
+    context ever used (see :func:`memstack.stores.sql.fact_archive.archive`)."""
+    unused_before = now - timedelta(days=settings.fact_archive_days)
     async with sessions.begin() as s:
-        n = int(await s.scalar(select(func.count()).select_from(FactRow).where(cond)) or 0)
-        if dry_run or n == 0:
-            return n
-        cols = [getattr(FactRow, c) for c in _FACT_COLUMNS if c != "valid_until"]
-        await s.execute(
-            insert(FactArchiveRow).from_select(
-                [*[c for c in _FACT_COLUMNS if c != "valid_until"], "valid_until", "archived_at"],
-                select(
-                    *cols,
-                    func.coalesce(FactRow.valid_until, literal(now, FactRow.valid_until.type)),
-                    literal(now, FactArchiveRow.archived_at.type),
-                ).where(cond),
-            )
-        )
-        await s.execute(sql_delete(FactRow).where(cond))
-    return n
+        return await fact_archive.archive(s, now=now, unused_before=unused_before, dry_run=dry_run)
 
 
 async def prune_vectors(
@@ -82,12 +54,7 @@ async def prune_vectors(
     preference and plan talk; active users keep everything. Returns (users, vectors)."""
     cutoff = now - timedelta(days=settings.retention_dialogue_days)
     async with sessions() as s:
-        rows = await s.execute(
-            select(MessageRow.user_id)
-            .group_by(MessageRow.user_id)
-            .having(func.max(MessageRow.created_at) < cutoff)
-        )
-        inactive = [r[0] for r in rows]
+        inactive = await ledger.users_silent_since(s, cutoff)
     pruned = 0
     for user in inactive:
         for topic in ("", *sorted(set(TOPICS) - KEPT_TOPICS)):

@@ -20,17 +20,15 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memstack.core.errors import ValidationError
 from memstack.core.facts.checks import fact_problem
 from memstack.core.facts.fact import BatchMessage, Extractor, Fact, prepare_batch
-from memstack.core.ids import chunk_id, validate_id
+from memstack.core.ids import chunk_id
 from memstack.core.inputs import safe_text
-from memstack.core.messages import ROLES, Message, validate_name
+from memstack.core.messages import Message
 from memstack.core.settings import Settings
 from memstack.ingest import units
 from memstack.ingest.summarisers import classify_topic, topic_code
 from memstack.ml.embedders import Embedder
-from memstack.stores.redis.queue import Job, accepted_at
 from memstack.stores.sql import erasure, ledger
 from memstack.stores.sql import facts as fact_store
 from memstack.stores.sql.db import guarded
@@ -40,35 +38,6 @@ from memstack.text.chunking import split_semantic
 log = logging.getLogger("memstack.ingest.pipeline")
 # Facts said at a message's own moment are its own (a redelivery), not what it knew.
 _JUST_BEFORE = timedelta(microseconds=1)
-
-
-def message_from_job(job: Job) -> Message:
-    """Validate a stream entry; a malformed one raises and ends in the dead-letter stream."""
-    f = job.fields
-    try:
-        msg_id, user_id, session_id = f["msg_id"], f["user_id"], f["session_id"]
-        role, content, ts_ms = f["role"], f["content"], int(f["ts_ms"])
-    except (KeyError, ValueError) as exc:
-        raise ValidationError(f"malformed ingest job {job.entry_id}: {exc!r}") from exc
-    validate_id("user_id", user_id)
-    validate_id("session_id", session_id)
-    if role not in ROLES or not content.strip():
-        raise ValidationError(f"malformed ingest job {job.entry_id}: role {role!r} / empty content")
-    try:
-        # Jobs queued before names existed have no "name"; "" also means none.
-        name = validate_name(f.get("name") or None)
-    except ValidationError as exc:
-        raise ValidationError(f"malformed ingest job {job.entry_id}: {exc}") from exc
-    return Message(
-        msg_id,
-        user_id,
-        session_id,
-        role,
-        content,
-        datetime.fromtimestamp(ts_ms / 1000, tz=UTC),
-        name,
-        accepted_at(job),
-    )
 
 
 def _count(value: MetaValue | None, *, default: int) -> int:

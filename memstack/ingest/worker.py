@@ -19,9 +19,9 @@ from datetime import datetime
 
 from memstack.core.errors import MemstackError, SchemaMismatch, StoreUnavailable
 from memstack.core.messages import Message
-from memstack.ingest.pipeline import Ingestor, message_from_job
+from memstack.ingest.pipeline import Ingestor
 from memstack.ingest.summaries import SessionSummaries
-from memstack.stores.redis.queue import IngestQueue, Job
+from memstack.stores.redis.queue import IngestQueue, Job, message_from_job
 
 log = logging.getLogger("memstack.ingest.worker")
 

@@ -21,7 +21,10 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
-from memstack.core.errors import StoreUnavailable
+from memstack.core.errors import StoreUnavailable, ValidationError
+from memstack.core.ids import validate_id
+from memstack.core.messages import ROLES, Message, validate_name
+from memstack.core.time import from_ms
 from memstack.stores.journal import Journal
 from memstack.stores.redis.keys import Keys
 
@@ -340,3 +343,57 @@ class IngestQueue:
         except RedisError as exc:
             raise StoreUnavailable(f"Redis: {exc}") from exc
         return max(int(info["pending"]), int(backlog))
+
+
+def job_fields(
+    *,
+    msg_id: str,
+    user_id: str,
+    session_id: str,
+    role: str,
+    content: str,
+    ts_ms: int,
+    name: str | None,
+    accepted_us: int,
+) -> dict[str, str]:
+    """A message's stream entry as the write script writes it: the message's time in
+    epoch milliseconds, when it was accepted in microseconds, ``name`` only when set."""
+    fields = {
+        "msg_id": msg_id,
+        "user_id": user_id,
+        "session_id": session_id,
+        "role": role,
+        "content": content,
+        "ts_ms": str(ts_ms),
+        "accepted_us": str(accepted_us),
+    }
+    return fields if name is None else {**fields, "name": name}
+
+
+def message_from_job(job: Job) -> Message:
+    """Validate a stream entry; a malformed one raises and ends in the dead-letter stream."""
+    f = job.fields
+    try:
+        msg_id, user_id, session_id = f["msg_id"], f["user_id"], f["session_id"]
+        role, content, ts_ms = f["role"], f["content"], int(f["ts_ms"])
+    except (KeyError, ValueError) as exc:
+        raise ValidationError(f"malformed ingest job {job.entry_id}: {exc!r}") from exc
+    validate_id("user_id", user_id)
+    validate_id("session_id", session_id)
+    if role not in ROLES or not content.strip():
+        raise ValidationError(f"malformed ingest job {job.entry_id}: role {role!r} / empty content")
+    try:
+        # Jobs queued before names existed have no "name"; "" also means none.
+        name = validate_name(f.get("name") or None)
+    except ValidationError as exc:
+        raise ValidationError(f"malformed ingest job {job.entry_id}: {exc}") from exc
+    return Message(
+        msg_id,
+        user_id,
+        session_id,
+        role,
+        content,
+        from_ms(ts_ms),
+        name,
+        accepted_at(job),
+    )

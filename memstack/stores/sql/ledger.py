@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import CompoundSelect, bindparam, delete, func, literal, select, tuple_, union_all
@@ -202,3 +203,13 @@ async def count_messages(session: AsyncSession, user_id: str) -> int:
 async def delete_user(session: AsyncSession, user_id: str) -> int:
     result = await session.execute(delete(MessageRow).where(MessageRow.user_id == user_id))
     return int(getattr(result, "rowcount", 0) or 0)
+
+
+async def users_silent_since(session: AsyncSession, cutoff: datetime) -> list[str]:
+    """Users whose newest message is older than ``cutoff``."""
+    rows = await session.execute(
+        select(MessageRow.user_id)
+        .group_by(MessageRow.user_id)
+        .having(func.max(MessageRow.created_at) < cutoff)
+    )
+    return [r[0] for r in rows]
