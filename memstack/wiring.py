@@ -1,5 +1,6 @@
-"""Connect the stores from settings: Redis and SQL at open, the two vector stores
-(semantic memory and knowledge base) on first use.
+"""How AsyncMemory's parts are built from settings: Redis and SQL at open; the ingest
+worker and the two vector stores (semantic memory, knowledge base) on first use; the
+store probes behind ``health()``.
 
 The vector stores are returned unopened: they connect and check their collection on first
 use (or on ``await store.ensure_open()``), so a store that is down at start degrades
