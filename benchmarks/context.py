@@ -122,12 +122,12 @@ async def build(mem: AsyncMemory, chunks: int, rng: random.Random) -> list[str]:
             )
         if len(records) >= 5000:
             await store.upsert(records)
-            async with mem.sessions.begin() as s:
+            async with mem.db_sessions.begin() as s:
                 await ledger.insert_messages(s, rows)
             records, rows = [], []
     if records:
         await store.upsert(records)
-        async with mem.sessions.begin() as s:
+        async with mem.db_sessions.begin() as s:
             await ledger.insert_messages(s, rows)
     sampled = rng.sample(users, SAMPLED_USERS)
     for u in sampled:
@@ -135,7 +135,7 @@ async def build(mem: AsyncMemory, chunks: int, rng: random.Random) -> list[str]:
         for i in range(4):
             await mem.remember(u, f"{u}-live", "user" if i % 2 == 0 else "assistant", sentence(rng))
         await write_fact(
-            mem.sessions,
+            mem.db_sessions,
             user_id=u,
             session_id=f"{u}-live",
             msg_id=f"{u}-live:fact",

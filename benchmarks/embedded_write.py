@@ -305,7 +305,7 @@ async def crash_check(base: Path) -> list[str]:
     try:
         replayed = int(await mem.working.redis.xlen(mem.queue.stream))
         report = await mem.drain()
-        async with mem.sessions() as s:
+        async with mem.db_sessions() as s:
             rows = await s.execute(sql_select(MessageRow.msg_id).where(MessageRow.msg_id.in_(ids)))
             found = set(rows.scalars())
         journal = mem.queue.journal

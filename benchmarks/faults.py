@@ -138,7 +138,7 @@ async def loss_window(lab: Lab, fsync: str, *, seconds: float, rate: float) -> L
     survivor = await dep.open()
     try:
         await survivor.drain(summarize=False)
-        async with survivor.sessions() as s:
+        async with survivor.db_sessions() as s:
             ingested = set(await s.scalars(select(MessageRow.msg_id)))
     finally:
         await survivor.close()

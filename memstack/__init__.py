@@ -30,6 +30,7 @@ from memstack.recall.result import ContextResult
 from memstack.stores.redis.queue import DeadLetter
 from memstack.stores.redis.working_memory import SessionState
 from memstack.stores.sql.facts import StoredFact
+from memstack.stores.sql.ledger import SessionOverview, UserOverview
 from memstack.sync import Memory
 from memstack.wiring import StoreStatus
 
@@ -57,6 +58,7 @@ __all__ = [
     "NotFound",
     "ReindexReport",
     "SchemaMismatch",
+    "SessionOverview",
     "SessionState",
     "Settings",
     "Skipped",
@@ -64,6 +66,7 @@ __all__ = [
     "StoreStatus",
     "StoreUnavailable",
     "StoredFact",
+    "UserOverview",
     "ValidationError",
     "WorkerReport",
     "load_settings",

@@ -16,13 +16,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memstack.core.errors import NotFound, StoreUnavailable, ValidationError
 from memstack.core.ids import DEFAULT_NAMESPACE, validate_id
-from memstack.core.inputs import check_json, check_moment, check_text
+from memstack.core.inputs import check_json, check_text
 from memstack.core.messages import Message, validate_message, validate_name
 from memstack.core.settings import Settings, load_settings
 from memstack.core.time import Timestamp, message_time_ms, moment
 from memstack.ingest import maintenance
 from memstack.ingest.maintenance import MaintenanceReport
-from memstack.ingest.summaries import summaries_of
 from memstack.ingest.worker import Worker, WorkerReport
 from memstack.knowledge.base import (
     AddReport,
@@ -34,6 +33,7 @@ from memstack.knowledge.base import (
     has_documents,
 )
 from memstack.knowledge.cache import KnowledgeCache, KnowledgeTurn, kb_search
+from memstack.manage import Management
 from memstack.ml.embedders import Embedder, build_embedder, prepare_queries
 from memstack.recall import Recall
 from memstack.recall.result import ContextResult
@@ -41,10 +41,7 @@ from memstack.stores import home
 from memstack.stores.journal import Journal
 from memstack.stores.redis.queue import DeadLetter, IngestQueue, job_fields
 from memstack.stores.redis.working_memory import SessionState, WorkingMemory
-from memstack.stores.sql import db, erasure, ledger, tool_results
-from memstack.stores.sql import facts as fact_store
-from memstack.stores.sql import summaries as summary_rows
-from memstack.stores.sql.facts import StoredFact
+from memstack.stores.sql import db, tool_results
 from memstack.stores.vectors.base import VectorStore
 from memstack.wiring import (
     StoreStatus,
@@ -57,7 +54,7 @@ from memstack.wiring import (
 )
 
 
-class AsyncMemory:
+class AsyncMemory(Management):
     """Layered memory for one deployment. Build with ``await AsyncMemory.open()``."""
 
     def __init__(
@@ -69,7 +66,7 @@ class AsyncMemory:
     ) -> None:
         self.settings = settings
         self.engine = engine
-        self.sessions, self.reads = session_factories(engine)
+        self.db_sessions, self.reads = session_factories(engine)
         self.working = working
         self.queue = IngestQueue(
             working.redis,
@@ -136,7 +133,7 @@ class AsyncMemory:
         if self._worker is None:
             vectors = await self.memory_vectors()
             self._worker = build_worker(
-                self.settings, self.sessions, self.working, self.queue, self.embedder, vectors
+                self.settings, self.db_sessions, self.working, self.queue, self.embedder, vectors
             )
         return self._worker
 
@@ -173,10 +170,10 @@ class AsyncMemory:
         report = MaintenanceReport(dry_run=dry_run)
         async with db.guarded("archive facts"):
             report.facts_archived = await maintenance.archive_facts(
-                self.sessions, self.settings, now=at, dry_run=dry_run
+                self.db_sessions, self.settings, now=at, dry_run=dry_run
             )
         report.inactive_users, report.vectors_pruned = await maintenance.prune_vectors(
-            self.sessions, await self.memory_vectors(), self.settings, now=at, dry_run=dry_run
+            self.db_sessions, await self.memory_vectors(), self.settings, now=at, dry_run=dry_run
         )
         return report
 
@@ -209,62 +206,6 @@ class AsyncMemory:
         worker = await self.worker()
         async with db.guarded("reindex"):
             return await maintenance.reindex(worker.ingestor, progress=progress)
-
-    # --- facts -----------------------------------------------------------------------
-    async def facts(self, user_id: str, *, as_of: Timestamp | None = None) -> list[StoredFact]:
-        """The user's current facts (``valid_until IS NULL``), most confident first; with
-        ``as_of`` (an aware datetime or epoch seconds), those current at that moment
-        (``valid_from <= as_of < valid_until``), archived ones included."""
-        validate_id("user_id", user_id)
-        at = None if as_of is None else check_moment("as_of", as_of)
-        async with db.guarded("facts"), self.sessions() as s:
-            if at is not None:
-                return await fact_store.facts_as_of(s, user_id, at)
-            return await fact_store.current_facts(s, user_id)
-
-    async def fact_history(self, user_id: str, key: str | None = None) -> list[StoredFact]:
-        """Every value a fact ever had, current, superseded and retracted, oldest first (a
-        retracted one names the message that withdrew it: ``ended_by_msg_id``)."""
-        validate_id("user_id", user_id)
-        if key is not None:
-            validate_id("key", key)
-        async with db.guarded("fact history"), self.sessions() as s:
-            return await fact_store.fact_history(s, user_id, key)
-
-    async def summaries(self, user_id: str, session_id: str | None = None) -> list[dict[str, Any]]:
-        validate_id("user_id", user_id)
-        async with db.guarded("summaries"):
-            return await summaries_of(self.sessions, user_id, session_id)
-
-    async def forget_user(self, user_id: str) -> dict[str, int]:
-        """Erase everything memstack holds about ``user_id`` in every layer.
-
-        Final against work in flight: the erasure is marked with the time it began, and
-        an ingest batch that is writing waits for it or, after it, writes nothing
-        accepted before that time. Messages accepted after it are new memories.
-        """
-        validate_id("user_id", user_id)
-        began = await self.working.server_time()
-        vectors = await self.memory_vectors()
-        async with db.guarded("forget user"), self.sessions.begin() as s:
-            # Held until the vectors are gone too: a batch waiting for the mark then finds
-            # nothing of the user to write next to.
-            await erasure.mark_forgotten(s, user_id, began)
-            session_ids = await ledger.sessions_of(s, user_id)
-            facts_deleted = await fact_store.delete_user(s, user_id)
-            await summary_rows.delete_user(s, user_id)
-            await tool_results.delete_user(s, user_id)
-            messages_deleted = await ledger.delete_user(s, user_id)
-            await vectors.delete(scope={"user_id": user_id})
-        dropped_jobs = await self.queue.drop_user_jobs(user_id, accepted_until=began)
-        redis_keys = await self.working.forget_user(user_id)
-        return {
-            "jobs": dropped_jobs,
-            "messages": messages_deleted,
-            "facts": facts_deleted,
-            "sessions": len(session_ids),
-            "redis_keys": redis_keys,
-        }
 
     async def __aenter__(self) -> AsyncMemory:
         return self
@@ -354,7 +295,7 @@ class AsyncMemory:
             size = len(encoded.encode("utf-8"))
             if size > self.settings.large_value_bytes:
                 ref = await tool_results.save(
-                    self.sessions, user_id, session_id, str(field), encoded
+                    self.db_sessions, user_id, session_id, str(field), encoded
                 )
                 stored[field] = {"$ref": ref, "summary": encoded[:200], "bytes": size}
             else:
@@ -370,7 +311,7 @@ class AsyncMemory:
         """The full content behind a ``$ref`` left in the state hash."""
         validate_id("user_id", user_id)
         validate_id("ref", ref)
-        content = await tool_results.load(self.sessions, user_id, ref)
+        content = await tool_results.load(self.db_sessions, user_id, ref)
         if content is None:
             raise NotFound(f"no tool result {ref!r} for this user")
         return content
@@ -388,7 +329,7 @@ class AsyncMemory:
         if kb is None:
             kb = KnowledgeBase(
                 settings=self.settings,
-                sessions=self.sessions,
+                sessions=self.db_sessions,
                 store=self._kb_store,
                 embedder=self.embedder,
                 namespace=namespace,
@@ -449,7 +390,7 @@ class AsyncMemory:
             self._recall = Recall(
                 self.settings,
                 working=self.working,
-                sessions=self.sessions,
+                sessions=self.db_sessions,
                 reads=self.reads,
                 embedder=lambda: self.embedder,
                 vectors=self.memory_vectors,

@@ -28,6 +28,7 @@ from memstack.recall.result import ContextResult
 from memstack.stores.redis.queue import DeadLetter
 from memstack.stores.redis.working_memory import SessionState
 from memstack.stores.sql.facts import StoredFact
+from memstack.stores.sql.ledger import SessionOverview, UserOverview
 from memstack.wiring import StoreStatus
 
 T = TypeVar("T")
@@ -179,6 +180,17 @@ class Memory:
 
     def forget_user(self, user_id: str) -> dict[str, int]:
         return self._run(self.aio.forget_user(user_id))
+
+    def users(self, *, limit: int = 100, offset: int = 0) -> list[UserOverview]:
+        return self._run(self.aio.users(limit=limit, offset=offset))
+
+    def sessions(self, user_id: str) -> list[SessionOverview]:
+        return self._run(self.aio.sessions(user_id))
+
+    def messages(
+        self, user_id: str, session_id: str, *, limit: int = 100, offset: int = 0
+    ) -> list[Message]:
+        return self._run(self.aio.messages(user_id, session_id, limit=limit, offset=offset))
 
     def dead_letters(self, count: int = 100) -> list[DeadLetter]:
         return self._run(self.aio.dead_letters(count))

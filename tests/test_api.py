@@ -357,11 +357,11 @@ async def test_redis_down_is_503_on_healthz_and_writes(
 
 async def test_database_down_is_503(service_api: tuple[httpx.AsyncClient, AsyncMemory]) -> None:
     client, mem = service_api
-    live_engine, live_sessions = mem.engine, mem.sessions
+    live_engine, live_sessions = mem.engine, mem.db_sessions
     dead = create_async_engine(
         "postgresql+psycopg://postgres@127.0.0.1:1/none", connect_args={"connect_timeout": 1}
     )
-    mem.engine, mem.sessions = dead, async_sessionmaker(dead)
+    mem.engine, mem.db_sessions = dead, async_sessionmaker(dead)
     try:
         down = await client.get("/healthz")
         assert down.status_code == 503
@@ -374,7 +374,7 @@ async def test_database_down_is_503(service_api: tuple[httpx.AsyncClient, AsyncM
         assert r.status_code == 503
         assert r.json() == {"error": "StoreUnavailable", "detail": "database unavailable"}
     finally:
-        mem.engine, mem.sessions = live_engine, live_sessions
+        mem.engine, mem.db_sessions = live_engine, live_sessions
         await dead.dispose()
 
 

@@ -36,7 +36,7 @@ T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 async def dialogue_chunks(mem: AsyncMemory, user: str) -> dict[str, dict[str, Any]]:
     """Every dialogue chunk of ``user`` stored under one of its messages' ids (the first
     few pieces of each), read by id: a search would be approximate."""
-    async with mem.sessions() as s:
+    async with mem.db_sessions() as s:
         msg_ids = list(await s.scalars(select(MessageRow.msg_id).where(MessageRow.user_id == user)))
     store = await mem.memory_vectors()
     ids = [f"{m}#{i}" for m in msg_ids for i in range(4)]
@@ -56,7 +56,7 @@ async def clean_pass(mem: AsyncMemory, user: str) -> dict[str, dict[str, Any]]:
     """The chunks one in-order pass over the final ledger writes (what reindex does)."""
     ingestor = (await mem.worker()).ingestor
     out: dict[str, dict[str, Any]] = {}
-    async with mem.sessions() as s:
+    async with mem.db_sessions() as s:
         for session_id in await ledger.sessions_of(s, user):
             async for batch in units.of_session(s, user, session_id):
                 for unit in batch:
@@ -87,7 +87,7 @@ async def test_a_user_turn_redelivered_after_its_reply_keeps_the_reply(
         u, s = new_id("u"), new_id("s")
         q = await mem.remember(u, s, "user", "Which laptop is lightest?", ts=T0)
         [job] = await mem.queue.read("crashed-worker", 10)
-        async with mem.sessions.begin() as sess:  # it got as far as the ledger
+        async with mem.db_sessions.begin() as sess:  # it got as far as the ledger
             await ledger.insert_messages(sess, [message_from_job(job)])
         a = await mem.remember(u, s, "assistant", "The 980 g model.", ts=T0 + timedelta(seconds=1))
         # The reply first; the user turn once its dead consumer has been idle long enough
@@ -292,7 +292,7 @@ async def test_forget_during_a_slow_batch_writes_nothing_back(
     gate.release.set()
     report = await batch
     assert report.processed == 3 and report.failed == 0
-    async with mem.sessions() as sess:
+    async with mem.db_sessions() as sess:
         for table in (MessageRow, FactRow):
             n = await sess.scalar(select(func.count()).select_from(table).where(table.user_id == u))
             assert n == 0, table.__tablename__

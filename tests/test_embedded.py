@@ -68,7 +68,7 @@ async def _ledger_ids(settings: Settings, user: str) -> list[str]:
         assert "turn 3" in ctx.text
         from memstack.stores.sql import ledger
 
-        async with mem.sessions() as s:
+        async with mem.db_sessions() as s:
             rows = await ledger.recent_messages(s, user, "s1", 100)
         assert [m.msg_id for m in window] == [m.msg_id for m in rows]
         assert mem.queue.journal is not None and mem.queue.journal.pending() == []

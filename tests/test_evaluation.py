@@ -115,7 +115,7 @@ async def test_run_finds_planted_evidence_and_cleans_up(tmp_path: Path) -> None:
         report = await evaluation.run(
             mem, "locomo", tiny_locomo(tmp_path / "l.json.gz"), semantic_budget=200
         )
-        async with mem.sessions() as s:
+        async with mem.db_sessions() as s:
             leftovers = [await ledger.count_messages(s, u) for u in report.user_ids]
     assert report.questions == 5
     assert report.hits["single-hop"] == 4  # each question's own turn is recalled

@@ -204,7 +204,7 @@ async def test_the_store_checks_a_retractions_key_not_its_value(mem: AsyncMemory
 
     async def write(fact: Fact, n: int) -> Outcome:
         return await write_fact(
-            mem.sessions,
+            mem.db_sessions,
             user_id=u,
             session_id="s",
             msg_id=f"m{n}",

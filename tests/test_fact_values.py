@@ -44,7 +44,7 @@ def refused(field: str) -> float:
 
 async def write(mem: AsyncMemory, user: str, fact: Fact, n: int = 1) -> str:
     outcome = await write_fact(
-        mem.sessions,
+        mem.db_sessions,
         user_id=user,
         session_id="s1",
         msg_id=f"{user}/s1:{n}",
@@ -59,7 +59,7 @@ async def insert_raw(
     mem: AsyncMemory, user: str, key: str, value_json: str, *, n: int, current: bool = True
 ) -> None:
     """A row as an old version of memstack could have stored it, checks bypassed."""
-    async with mem.sessions.begin() as s:
+    async with mem.db_sessions.begin() as s:
         postgres = s.get_bind().dialect.name == "postgresql"
         value = "CAST(:v AS JSONB)" if postgres else ":v"
         await s.execute(

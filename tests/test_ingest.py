@@ -28,7 +28,7 @@ T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 
 
 async def _snapshot(mem: AsyncMemory, user: str) -> tuple[int, list[tuple[str, object]], list[str]]:
-    async with mem.sessions() as s:
+    async with mem.db_sessions() as s:
         msgs = await s.scalar(
             select(func.count()).select_from(MessageRow).where(MessageRow.user_id == user)
         )
@@ -137,7 +137,7 @@ async def test_poison_job_is_dead_lettered_and_the_rest_flow(any_settings: Setti
         assert "malformed ingest job" in dead[0].error
         assert dead[0].deliveries > 3
         assert await mem.queue.pending_count() == 0
-        async with mem.sessions() as sess:
+        async with mem.db_sessions() as sess:
             n = await sess.scalar(
                 select(func.count()).select_from(MessageRow).where(MessageRow.user_id == u)
             )
@@ -161,7 +161,7 @@ async def test_concurrent_fact_writers_never_leave_two_current_rows(
             source="user_stated",
         )
         return await write_fact(
-            service_mem.sessions,
+            service_mem.db_sessions,
             user_id=u,
             session_id=s,
             msg_id=f"m{i}",
@@ -223,7 +223,7 @@ async def test_a_session_id_reused_by_another_user_after_redis_forgot_it_is_thei
         await mem.remember("mallory", s, "user", "hello", ts=T0 + timedelta(days=2))
         report = await mem.drain()
         assert report.processed == 1 and report.dead_lettered == 0
-        async with mem.sessions() as sess:
+        async with mem.db_sessions() as sess:
             rows = list(await sess.execute(select(MessageRow.user_id, MessageRow.content)))
         mine = {(u, c) for u, c in rows if u in ("alice", "mallory")}
         assert ("alice", "my secret is 42") in mine and ("mallory", "hello") in mine
@@ -376,7 +376,7 @@ async def test_killed_worker_jobs_are_claimed_by_another(
         report = await mem.drain()
         assert report.processed == 10 and report.failed == 0
         assert await mem.queue.pending_count() == 0
-        async with mem.sessions() as sess:
+        async with mem.db_sessions() as sess:
             ids = list(await sess.scalars(select(MessageRow.msg_id).where(MessageRow.user_id == u)))
         assert sorted(ids) == sorted(sent)
         store = await mem.memory_vectors()
@@ -539,12 +539,12 @@ async def test_schema_refuses_two_current_rows(mem: AsyncMemory) -> None:
         "created_at": T0,
         "hit_count": 0,
     }
-    async with mem.sessions.begin() as s:
+    async with mem.db_sessions.begin() as s:
         s.add(FactRow(msg_id="a", **row))
     with pytest.raises(IntegrityError):
-        async with mem.sessions.begin() as s:
+        async with mem.db_sessions.begin() as s:
             s.add(FactRow(msg_id="b", **row))
-    async with mem.sessions.begin() as s:  # a superseded (closed) row is fine
+    async with mem.db_sessions.begin() as s:  # a superseded (closed) row is fine
         s.add(FactRow(msg_id="c", valid_until=T0, **row))
 
 
@@ -568,7 +568,7 @@ async def test_database_outage_keeps_jobs_pending(service_settings: Settings) ->
         worker.ingestor.sessions = alive
         assert (await mem.drain()).processed == 1
         assert [f.key for f in await mem.facts(u)] == ["budget_limit"]
-        mem.sessions = async_sessionmaker(dead)
+        mem.db_sessions = async_sessionmaker(dead)
         with pytest.raises(StoreUnavailable):
             await mem.facts(u)
     finally:
@@ -594,7 +594,7 @@ async def test_a_name_travels_from_remember_to_ledger_index_chunk_and_rebuilt_wi
     report = await mem.drain(summarize=False)
     assert report.processed == 3 and report.failed == 0
 
-    async with mem.sessions() as sess:
+    async with mem.db_sessions() as sess:
         rows = {
             r.msg_id: r
             for r in await sess.scalars(select(MessageRow).where(MessageRow.user_id == u))
@@ -641,7 +641,7 @@ async def test_old_job_without_a_name_and_an_empty_name_are_ingested_unnamed(
     )
     report = await mem.drain(summarize=False)
     assert report.processed == 2 and report.failed == 0 and report.dead_lettered == 0
-    async with mem.sessions() as sess:
+    async with mem.db_sessions() as sess:
         rows = list(await sess.scalars(select(MessageRow).where(MessageRow.user_id == u)))
     assert sorted((r.msg_id, r.name) for r in rows) == [(f"{s}:empty", None), (f"{s}:old", None)]
 

@@ -384,7 +384,7 @@ async def test_context_looks_the_registry_up_once(
         assert mem._kb_store is None  # no knowledge base: nothing opened, nothing searched
 
         # Another process registers a document: seen once the answer is old.
-        async with mem.sessions.begin() as s:
+        async with mem.db_sessions.begin() as s:
             await s.execute(
                 text(
                     "INSERT INTO memory_kb_document VALUES "

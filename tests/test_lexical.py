@@ -59,7 +59,7 @@ async def _put(mem: AsyncMemory, user: str, texts: list[str]) -> list[str]:
         Message(f"{session}:{i}", user, session, "user", t, T0 + timedelta(minutes=i))
         for i, t in enumerate(texts)
     ]
-    async with mem.sessions.begin() as s:
+    async with mem.db_sessions.begin() as s:
         await ledger.insert_messages(s, msgs)
     return [m.msg_id for m in msgs]
 
@@ -77,7 +77,7 @@ async def test_search_ranks_by_bm25_and_never_leaves_the_user(mem: AsyncMemory) 
         ],
     )
     await _put(mem, bob, ["My budget is secret and the laptop is heavy. budget budget"])
-    async with mem.sessions() as s:
+    async with mem.db_sessions() as s:
         hits = await ledger_search.search(s, alice, lexical.rewrite_query("laptop budget?").weights)
         zh = await ledger_search.search(s, alice, lexical.rewrite_query("我的预算是多少").weights)
         none = await ledger_search.search(s, alice, lexical.rewrite_query("zebra").weights)

@@ -19,7 +19,7 @@ T0 = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
 
 
 async def _count(mem: AsyncMemory, table: type, user: str) -> int:
-    async with mem.sessions() as s:
+    async with mem.db_sessions() as s:
         return int(
             await s.scalar(select(func.count()).select_from(table).where(table.user_id == user))
             or 0

@@ -23,7 +23,15 @@ from memstack.stores.redis.keys import Keys
 from tests.conftest import new_id
 from tests.test_fact_time import NOT_ANYMORE, VEGETARIAN, Scripted
 
-TOOLS = {"remember", "recall_context", "facts", "forget_user", "knowledge_search"}
+TOOLS = {
+    "remember",
+    "recall_context",
+    "facts",
+    "list_sessions",
+    "read_messages",
+    "forget_user",
+    "knowledge_search",
+}
 
 
 @asynccontextmanager
@@ -264,3 +272,16 @@ async def test_memstack_mcp_over_stdio(tmp_path: Path) -> None:
             await call(client, "recall_context", user_id=user, session_id="s2", query="预算多少？")
         )
     assert "8000" in text
+
+
+async def test_sessions_and_messages_read_back_what_was_said(any_settings: Settings) -> None:
+    user, session = new_id("u"), new_id("s")
+    async with connect(any_settings, inline_ingest=True) as client:
+        await tell(client, user, session, "I moved to Lisbon.", "Noted.", "I ride a bike.")
+        listed = await ok(client, "list_sessions", user_id=user)
+        assert [(s["session_id"], s["messages"]) for s in listed["sessions"]] == [(session, 3)]
+        page = await ok(client, "read_messages", user_id=user, session_id=session, limit=2)
+        assert [m["content"] for m in page["messages"]] == ["I moved to Lisbon.", "Noted."]
+        assert page["next_offset"] == 2
+        bad = await call(client, "read_messages", user_id=user, session_id=session, limit=0)
+        assert bad.is_error

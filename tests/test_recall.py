@@ -169,7 +169,7 @@ async def test_facts_shown_in_a_context_are_counted_once_the_call_settles(
     await tell(mem, user, new_id("s"), SCRIPT_EN, NOW - 4 * DAY)
 
     async def hits() -> dict[str, int]:
-        async with mem.sessions() as s:
+        async with mem.db_sessions() as s:
             rows = await s.scalars(select(FactRow).where(FactRow.user_id == user))
             return {r.fact_key: r.hit_count for r in rows if r.valid_until is None}
 
@@ -192,7 +192,7 @@ async def test_fact_hits_are_written_within_a_second_without_settling(mem: Async
     await tell(mem, user, new_id("s"), SCRIPT_EN, NOW - 4 * DAY)
 
     async def budget_hits() -> int:
-        async with mem.sessions() as s:
+        async with mem.db_sessions() as s:
             row = await s.scalar(
                 select(FactRow).where(
                     FactRow.user_id == user,
@@ -605,7 +605,7 @@ def recall_over(
     return Recall(
         settings or mem.settings,
         working=working or mem.working,
-        sessions=sessions or mem.sessions,
+        sessions=sessions or mem.db_sessions,
         embedder=lambda: mem.embedder,
         vectors=store,
     )

@@ -129,7 +129,7 @@ def test_api(case: Any, live_app: FastAPI) -> None:
 
 def test_the_live_app_serves_this_document(live_app: FastAPI) -> None:
     assert live_app.openapi() == DOCUMENT
-    assert len([op for ops in DOCUMENT["paths"].values() for op in ops]) == 15
+    assert len([op for ops in DOCUMENT["paths"].values() for op in ops]) == 18
 
 
 def test_every_check_is_on() -> None:

@@ -190,7 +190,7 @@ async def test_a_session_id_names_one_session_per_user(mem: AsyncMemory) -> None
 
 
 async def _ledger(mem: AsyncMemory, user: str) -> list[Message]:
-    async with mem.sessions() as sess:
+    async with mem.db_sessions() as sess:
         return [
             m
             for sid in await ledger.sessions_of(sess, user)

@@ -70,7 +70,7 @@ async def calibrate(
         )
         if user_id is not None:
             stmt = stmt.where(MessageRow.user_id == validate_id("user_id", user_id))
-        async with mem.sessions() as s:
+        async with mem.db_sessions() as s:
             rows = (await s.execute(stmt.order_by(func.random()).limit(sample))).all()
         asks = [(r.user_id, r.content, r.msg_id) for r in rows]
     store = await mem.memory_vectors()

@@ -33,15 +33,20 @@ from memstack.server.schemas import (
     ForgetOut,
     KBHitOut,
     KBHitsOut,
+    LedgerOut,
+    MessageOut,
     MomentText,
     RememberOut,
+    SessionOut,
+    SessionsOut,
 )
 
 INSTRUCTIONS = (
     "Long-term memory of users across sessions. Call `remember` with every user and "
     "assistant turn; call `recall_context` with the user's new message to get what memory "
     "knows (facts, related history, recent dialogue) as prompt text; `facts` lists what "
-    "the user has stated (with `as_of`, what held at an earlier time); `forget_user` "
+    "the user has stated (with `as_of`, what held at an earlier time); `list_sessions` and "
+    "`read_messages` page through what was stored; `forget_user` "
     "erases a user everywhere; `knowledge_search` searches the document knowledge base."
 )
 
@@ -150,6 +155,33 @@ async def facts(
     return FactsOut(facts=[FactOut.model_validate(f) for f in found])
 
 
+async def list_sessions(user_id: UserId, ctx: ToolContext) -> SessionsOut:
+    """The user's sessions, oldest first, with message counts and first and last times."""
+    served = _served(ctx)
+    with _as_tool_errors():
+        await served.catch_up()
+        found = await served.memory.sessions(user_id)
+    return SessionsOut(sessions=[SessionOut.model_validate(s) for s in found])
+
+
+async def read_messages(
+    user_id: UserId,
+    session_id: SessionId,
+    ctx: ToolContext,
+    limit: Annotated[int, Field(ge=1, le=1000, description="Messages per page.")] = 100,
+    offset: Annotated[int, Field(ge=0, description="Messages to skip.")] = 0,
+) -> LedgerOut:
+    """One page of a session's messages as stored, oldest first."""
+    served = _served(ctx)
+    with _as_tool_errors():
+        await served.catch_up()
+        found = await served.memory.messages(user_id, session_id, limit=limit, offset=offset)
+    more = len(found) == limit
+    return LedgerOut(
+        messages=[MessageOut.of(m) for m in found], next_offset=offset + limit if more else None
+    )
+
+
 async def forget_user(user_id: UserId, ctx: ToolContext) -> ForgetOut:
     """Erase everything memory holds about the user, in every layer. Cannot be undone."""
     with _as_tool_errors():
@@ -179,6 +211,8 @@ TOOLS = (
     (remember, ADDITIVE),
     (recall_context, READ_ONLY),
     (facts, READ_ONLY),
+    (list_sessions, READ_ONLY),
+    (read_messages, READ_ONLY),
     (forget_user, ERASING),
     (knowledge_search, READ_ONLY),
 )

@@ -283,6 +283,40 @@ class ForgetOut(BaseModel):
     deleted: dict[str, int]
 
 
+# --- users, sessions and the ledger -------------------------------------------------------
+
+
+class UserOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    user_id: str
+    sessions: int
+    messages: int
+    last_message_at: datetime
+
+
+class UsersOut(BaseModel):
+    users: list[UserOut]
+
+
+class SessionOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    session_id: str
+    messages: int
+    first_message_at: datetime
+    last_message_at: datetime
+
+
+class SessionsOut(BaseModel):
+    sessions: list[SessionOut]
+
+
+class LedgerOut(BaseModel):
+    messages: list[MessageOut] = Field(description="Oldest first, as the worker stored them.")
+    next_offset: int | None = Field(description="The offset of the next page; null at the end.")
+
+
 # --- knowledge base --------------------------------------------------------------------------
 
 

@@ -287,7 +287,7 @@ async def _mid_batch(sc: Scenario, embeddings: SlowEmbeddings, target: str) -> l
     target's messages and waits for their embeddings. Returns those rows' ids."""
     deadline = time.monotonic() + 30
     while True:
-        async with sc.mem.sessions() as s:
+        async with sc.mem.db_sessions() as s:
             rows = list(await s.scalars(
                 select(MessageRow.msg_id).where(MessageRow.user_id == target)
             ))  # fmt: skip

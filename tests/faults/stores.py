@@ -165,7 +165,7 @@ async def snapshot(
     with its SQL model, the vectors with the raw chromadb client, from every collection
     whose name starts with the key prefix."""
     wanted = sorted(set(users))
-    async with mem.sessions() as s:
+    async with mem.db_sessions() as s:
         rows = list(await s.scalars(select(MessageRow).where(MessageRow.user_id.in_(wanted))))
     ledger_entries = {
         r.msg_id: LedgerEntry(

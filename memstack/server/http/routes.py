@@ -32,13 +32,18 @@ from memstack.server.schemas import (
     KBHitOut,
     KBHitsOut,
     KBSearchIn,
+    LedgerOut,
     MessageOut,
     MomentText,
     Namespace,
     RememberIn,
     RememberOut,
+    SessionOut,
+    SessionsOut,
     StateOut,
     ToolResultOut,
+    UserOut,
+    UsersOut,
     WindowOut,
 )
 
@@ -170,6 +175,37 @@ async def fact_history(
     return FactsOut(facts=[FactOut.model_validate(f) for f in await mem.fact_history(user_id, key)])
 
 
+PageLimit = Annotated[int, Query(ge=1, le=1000, description="Items per page.")]
+PageOffset = Annotated[int, Query(ge=0, description="Items to skip.")]
+
+
+async def users(mem: MemoryDep, limit: PageLimit = 100, offset: PageOffset = 0) -> UsersOut:
+    """Users with messages in the ledger, by id, with their counts and last message time."""
+    found = await mem.users(limit=limit, offset=offset)
+    return UsersOut(users=[UserOut.model_validate(u) for u in found])
+
+
+async def sessions(user_id: UserId, mem: MemoryDep) -> SessionsOut:
+    """The user's sessions in the ledger, oldest first."""
+    found = await mem.sessions(user_id)
+    return SessionsOut(sessions=[SessionOut.model_validate(s) for s in found])
+
+
+async def ledger(
+    user_id: UserId,
+    session_id: SessionId,
+    mem: MemoryDep,
+    limit: PageLimit = 100,
+    offset: PageOffset = 0,
+) -> LedgerOut:
+    """One page of the session's messages as stored (the ledger), oldest first."""
+    found = await mem.messages(user_id, session_id, limit=limit, offset=offset)
+    more = len(found) == limit
+    return LedgerOut(
+        messages=[MessageOut.of(m) for m in found], next_offset=offset + limit if more else None
+    )
+
+
 async def forget_user(user_id: UserId, mem: MemoryDep) -> ForgetOut:
     """Erase everything held about the user, in every layer."""
     return ForgetOut(deleted=await mem.forget_user(user_id))
@@ -224,12 +260,15 @@ def router(settings: Settings) -> APIRouter:
     routes: list[tuple[str, str, Callable[..., Any], dict[str, Any]]] = [
         ("POST", f"{SESSION}/messages", remember, {"status_code": 201, "responses": conflict}),
         ("GET", f"{SESSION}/messages", _window_route(settings.window_max_messages), {}),
+        ("GET", f"{SESSION}/ledger", ledger, {}),
         ("GET", f"{SESSION}/state", get_state, {}),
         ("PATCH", f"{SESSION}/state", patch_state, {}),
         ("POST", f"{SESSION}/context", context, {}),
         ("GET", "/users/{user_id}/tool-results/{ref}", tool_result, {}),
         ("GET", "/users/{user_id}/facts", facts, {}),
         ("GET", "/users/{user_id}/facts/history", fact_history, {}),
+        ("GET", "/users", users, {}),
+        ("GET", "/users/{user_id}/sessions", sessions, {}),
         ("DELETE", "/users/{user_id}", forget_user, {}),
         ("POST", "/knowledge/search", knowledge_search, {}),
         ("GET", "/knowledge/documents", knowledge_documents, {}),

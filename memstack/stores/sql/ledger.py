@@ -158,6 +158,51 @@ async def around(session: AsyncSession, m: Message, *, before: int, after: int) 
     return Slice(head + tail, from_start=len(head) <= before, to_end=len(tail) < after)
 
 
+@dataclass(frozen=True)
+class UserOverview:
+    user_id: str
+    sessions: int
+    messages: int
+    last_message_at: datetime
+
+
+@dataclass(frozen=True)
+class SessionOverview:
+    session_id: str
+    messages: int
+    first_message_at: datetime
+    last_message_at: datetime
+
+
+async def user_overviews(session: AsyncSession, *, limit: int, offset: int) -> list[UserOverview]:
+    """One page of the users with messages, by id."""
+    rows = await session.execute(
+        select(
+            MessageRow.user_id,
+            func.count(func.distinct(MessageRow.session_id)),
+            func.count(),
+            func.max(MessageRow.created_at),
+        )
+        .group_by(MessageRow.user_id)
+        .order_by(MessageRow.user_id)
+        .offset(offset)
+        .limit(limit)
+    )
+    return [UserOverview(u, int(ns), int(nm), last) for u, ns, nm, last in rows]
+
+
+async def session_overviews(session: AsyncSession, user_id: str) -> list[SessionOverview]:
+    """The user's sessions, the one begun first first."""
+    first = func.min(MessageRow.created_at)
+    rows = await session.execute(
+        select(MessageRow.session_id, func.count(), first, func.max(MessageRow.created_at))
+        .where(MessageRow.user_id == user_id)
+        .group_by(MessageRow.session_id)
+        .order_by(first, MessageRow.session_id)
+    )
+    return [SessionOverview(sid, int(n), a, b) for sid, n, a, b in rows]
+
+
 async def all_sessions(session: AsyncSession) -> list[tuple[str, str]]:
     """Every (user_id, session_id) in the ledger."""
     rows = await session.execute(
