@@ -34,7 +34,6 @@ from memstack.server.schemas import (
     KBHitOut,
     KBHitsOut,
     LedgerOut,
-    MessageOut,
     MomentText,
     RememberOut,
     SessionOut,
@@ -176,10 +175,7 @@ async def read_messages(
     with _as_tool_errors():
         await served.catch_up()
         found = await served.memory.messages(user_id, session_id, limit=limit, offset=offset)
-    more = len(found) == limit
-    return LedgerOut(
-        messages=[MessageOut.of(m) for m in found], next_offset=offset + limit if more else None
-    )
+    return LedgerOut.page(found, limit=limit, offset=offset)
 
 
 async def forget_user(user_id: UserId, ctx: ToolContext) -> ForgetOut:

@@ -316,6 +316,14 @@ class LedgerOut(BaseModel):
     messages: list[MessageOut] = Field(description="Oldest first, as the worker stored them.")
     next_offset: int | None = Field(description="The offset of the next page; null at the end.")
 
+    @classmethod
+    def page(cls, found: list[Message], *, limit: int, offset: int) -> LedgerOut:
+        # A full page may have a next one; a short page is the last.
+        more = len(found) == limit
+        return cls(
+            messages=[MessageOut.of(m) for m in found], next_offset=offset + limit if more else None
+        )
+
 
 # --- knowledge base --------------------------------------------------------------------------
 

@@ -200,10 +200,7 @@ async def ledger(
 ) -> LedgerOut:
     """One page of the session's messages as stored (the ledger), oldest first."""
     found = await mem.messages(user_id, session_id, limit=limit, offset=offset)
-    more = len(found) == limit
-    return LedgerOut(
-        messages=[MessageOut.of(m) for m in found], next_offset=offset + limit if more else None
-    )
+    return LedgerOut.page(found, limit=limit, offset=offset)
 
 
 async def forget_user(user_id: UserId, mem: MemoryDep) -> ForgetOut:
