@@ -4,17 +4,29 @@ constraint the server enforces on them."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, FastAPI, Path, Query, Request, Security
-from fastapi.security import HTTPBearer
+from fastapi import APIRouter, Body, FastAPI, Query, Request, Security
 from pydantic import JsonValue
 
-from memstack import AsyncMemory, Document
-from memstack.core.ids import DEFAULT_NAMESPACE, MAX_ID_LEN
+from memstack import Document
+from memstack.core.ids import DEFAULT_NAMESPACE
 from memstack.core.settings import Settings
+from memstack.server.http.params import (
+    ERRORS,
+    SESSION,
+    DocId,
+    MemoryDep,
+    NamespaceQuery,
+    PageLimit,
+    PageOffset,
+    Ref,
+    Route,
+    SessionId,
+    UserId,
+    bearer,
+)
 from memstack.server.schemas import (
-    ID_PATTERN,
     TEXT_PATTERN,
     ContextIn,
     ContextOut,
@@ -35,7 +47,6 @@ from memstack.server.schemas import (
     LedgerOut,
     MessageOut,
     MomentText,
-    Namespace,
     RememberIn,
     RememberOut,
     SessionOut,
@@ -47,36 +58,7 @@ from memstack.server.schemas import (
     WindowOut,
 )
 
-# --- dependencies ----------------------------------------------------------------------------
-
-
-def _memory(request: Request) -> AsyncMemory:
-    return cast(AsyncMemory, request.app.state.memory)
-
-
-MemoryDep = Annotated[AsyncMemory, Depends(_memory)]
-# Declares the scheme in the OpenAPI document; the check itself is http_guard's, made
-# before the body is read.
-_bearer = HTTPBearer(auto_error=False, description="MEMSTACK_API_TOKEN.")
-
-
-def _id_param(what: str) -> Any:
-    return Path(pattern=ID_PATTERN, min_length=1, max_length=MAX_ID_LEN, description=what)
-
-
-UserId = Annotated[str, _id_param("The user; every call names one.")]
-SessionId = Annotated[str, _id_param("A session of the user.")]
-DocId = Annotated[str, _id_param("A knowledge-base document.")]
-Ref = Annotated[str, _id_param("A `$ref` left in the task state.")]
-NamespaceQuery = Annotated[Namespace, Query()]
-
-
 # --- routes ----------------------------------------------------------------------------------
-
-SESSION = "/users/{user_id}/sessions/{session_id}"
-ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorOut} for code in (401, 404, 413, 422, 500, 503)
-}
 
 
 async def remember(
@@ -175,10 +157,6 @@ async def fact_history(
     return FactsOut(facts=[FactOut.model_validate(f) for f in await mem.fact_history(user_id, key)])
 
 
-PageLimit = Annotated[int, Query(ge=1, le=1000, description="Items per page.")]
-PageOffset = Annotated[int, Query(ge=0, description="Items to skip.")]
-
-
 async def users(mem: MemoryDep, limit: PageLimit = 100, offset: PageOffset = 0) -> UsersOut:
     """Users with messages in the ledger, by id, with their counts and last message time."""
     found = await mem.users(limit=limit, offset=offset)
@@ -249,12 +227,9 @@ async def drain(request: Request, mem: MemoryDep) -> DrainOut:
     return DrainOut.model_validate(report)
 
 
-def router(settings: Settings) -> APIRouter:
-    """The /v1 routes; ``n`` of the window is bounded by this app's settings."""
-    auth = [Security(_bearer)] if settings.api_token else []
-    v1 = APIRouter(prefix="/v1", responses=ERRORS, dependencies=auth)
+def _routes(settings: Settings) -> list[Route]:
     conflict: dict[int | str, dict[str, Any]] = {409: {"model": ErrorOut}}
-    routes: list[tuple[str, str, Callable[..., Any], dict[str, Any]]] = [
+    return [
         ("POST", f"{SESSION}/messages", remember, {"status_code": 201, "responses": conflict}),
         ("GET", f"{SESSION}/messages", _window_route(settings.window_max_messages), {}),
         ("GET", f"{SESSION}/ledger", ledger, {}),
@@ -273,7 +248,13 @@ def router(settings: Settings) -> APIRouter:
         ("DELETE", "/knowledge/documents/{doc_id}", knowledge_remove, {}),
         ("POST", "/admin/drain", drain, {}),
     ]
-    for method, path, endpoint, options in routes:
+
+
+def router(settings: Settings) -> APIRouter:
+    """The /v1 routes; ``n`` of the window is bounded by this app's settings."""
+    auth = [Security(bearer)] if settings.api_token else []
+    v1 = APIRouter(prefix="/v1", responses=ERRORS, dependencies=auth)
+    for method, path, endpoint, options in _routes(settings):
         v1.add_api_route(path, endpoint, methods=[method], **options)
     return v1
 
