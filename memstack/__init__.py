@@ -8,6 +8,7 @@ from memstack.core.errors import (
     ConfigError,
     Conflict,
     ExtractionError,
+    Forbidden,
     HomeInUse,
     InvalidContent,
     InvalidId,
@@ -17,6 +18,7 @@ from memstack.core.errors import (
     SchemaMismatch,
     StoreError,
     StoreUnavailable,
+    Unauthorized,
     ValidationError,
 )
 from memstack.core.messages import Message
@@ -45,6 +47,7 @@ __all__ = [
     "DeadLetter",
     "Document",
     "ExtractionError",
+    "Forbidden",
     "HomeInUse",
     "InvalidContent",
     "InvalidId",
@@ -66,6 +69,7 @@ __all__ = [
     "StoreStatus",
     "StoreUnavailable",
     "StoredFact",
+    "Unauthorized",
     "UserOverview",
     "ValidationError",
     "WorkerReport",

@@ -71,3 +71,12 @@ class ExtractionError(MemstackError):
 
 class NotFound(MemstackError, LookupError):
     """A requested record does not exist."""
+
+
+class Unauthorized(MemstackError):
+    """A request to the service without a valid API key (401)."""
+
+
+class Forbidden(MemstackError):
+    """A valid API key asking for what it may not reach: another user's memory, or an
+    operation its scope does not grant (403)."""

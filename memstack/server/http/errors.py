@@ -25,6 +25,7 @@ from starlette.routing import Match
 
 from memstack.core.errors import (
     Conflict,
+    Forbidden,
     InvalidContent,
     InvalidId,
     MemstackError,
@@ -33,6 +34,7 @@ from memstack.core.errors import (
     SchemaMismatch,
     StoreError,
     StoreUnavailable,
+    Unauthorized,
     ValidationError,
 )
 from memstack.server.schemas import PATTERN_MEANING, ErrorOut
@@ -44,6 +46,8 @@ STATUS_OF: tuple[tuple[type[MemstackError], int], ...] = (
     (Conflict, 409),
     (ValidationError, 422),
     (NotFound, 404),
+    (Unauthorized, 401),
+    (Forbidden, 403),
     (StoreUnavailable, 503),
 )
 # Store errors that escaped a module's own wrapping still mean "try again later", not a bug.
