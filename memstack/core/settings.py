@@ -21,6 +21,8 @@ from memstack.core.errors import ConfigError
 SCORE_CUTS: dict[str, tuple[float, float]] = {"bge-small": (0.78, 0.67)}
 
 Locale = Literal["zh", "en"]
+# Settings may also say "auto": the labels follow the language of each question.
+SettingsLocale = Literal["auto", "zh", "en"]
 
 
 class Settings(BaseSettings):
@@ -132,7 +134,11 @@ class Settings(BaseSettings):
     embed_timeout_s: float = Field(default=30.0, gt=0, description="Timeout of one embed call.")
 
     # --- working memory ---------------------------------------------------------------
-    locale: Locale = Field(default="zh", description="Label language of the assembled context.")
+    locale: SettingsLocale = Field(
+        default="auto",
+        description="Label language of the assembled context: auto follows the question "
+        "(Chinese for a question in Chinese, English otherwise); zh or en force one.",
+    )
     max_message_bytes: int = Field(
         default=65536, gt=0, description="Largest accepted message (UTF-8 bytes)."
     )

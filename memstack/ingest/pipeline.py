@@ -34,6 +34,7 @@ from memstack.stores.sql import facts as fact_store
 from memstack.stores.sql.db import guarded
 from memstack.stores.vectors.base import MetaValue, VectorHit, VectorRecord, VectorStore
 from memstack.text.chunking import split_semantic
+from memstack.text.locales import resolve_locale
 
 log = logging.getLogger("memstack.ingest.pipeline")
 # Facts said at a message's own moment are its own (a redelivery), not what it knew.
@@ -196,7 +197,8 @@ class Ingestor:
             split_chars=self.settings.chunk_split_chars,
             merge_chars=self.settings.chunk_merge_chars,
         )
-        topic = topic_code(classify_topic(unit.text, [], self.settings.locale)) or ""
+        locale = resolve_locale(self.settings.locale, unit.text)
+        topic = topic_code(classify_topic(unit.text, [], locale)) or ""
         msg_ids = [m.msg_id for m in unit.members]
         out = []
         for idx, text in enumerate(pieces):

@@ -34,8 +34,8 @@ from memstack.ingest.extraction.rules import (
     has_turn_word,
     is_question,
     split_sentences,
-    text_locale,
 )
+from memstack.text.locales import text_locale
 
 if TYPE_CHECKING:
     from memstack.core.settings import Settings

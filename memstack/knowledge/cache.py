@@ -64,6 +64,7 @@ from memstack.core.ids import text_hash, validate_id
 from memstack.core.settings import Settings
 from memstack.stores.redis import scripts
 from memstack.stores.redis.keys import Keys
+from memstack.text.locales import resolve_locale
 
 if TYPE_CHECKING:
     from memstack.knowledge.base import KnowledgeBase
@@ -248,7 +249,7 @@ class KnowledgeCache:
         validate_id("session_id", session_id)
         if not isinstance(message, str) or not message.strip():
             raise InvalidContent("message must be a non-empty string")
-        loc = _check_locale(locale or self.settings.locale)
+        loc = _check_locale(resolve_locale(locale or self.settings.locale, message))
         s = self.settings
 
         if not s.kc_enabled:

@@ -44,6 +44,7 @@ from memstack.recall.rows import read_rows
 from memstack.stores.redis.working_memory import WorkingMemory
 from memstack.stores.sql.exchange_rows import LedgerRow
 from memstack.stores.vectors.base import VectorStore
+from memstack.text.locales import resolve_locale
 from memstack.text.token_counts import count_tokens, line_tokens
 
 # Candidates per channel never fall below this, whatever vector_top_k says: the budget,
@@ -105,7 +106,7 @@ class Recall:
         self, query: str, locale: str | None = None, system: str | None = None
     ) -> int:
         """Tokens of the system text and the current-input section for ``query``."""
-        labels = labels_for(locale or self.settings.locale)
+        labels = labels_for(resolve_locale(locale or self.settings.locale, query.strip()))
         return line_tokens(system if system is not None else labels.system) + section_tokens(
             labels.input, [query]
         )
@@ -195,7 +196,7 @@ class Recall:
         }
         tasks = [guarded(g, layer, read, None, timeout) for layer, read in reads.items()]
         if self.knowledge is not None:
-            tasks.append(read_knowledge(g, self.knowledge, req, req.locale or s.locale, timeout))
+            tasks.append(read_knowledge(g, self.knowledge, req, req.locale, timeout))
         await asyncio.gather(*tasks)
         if "window" in g.degraded:
             # Redis is down: the ledger still knows the session's last messages.

@@ -12,6 +12,7 @@ from memstack.core.inputs import check_text
 from memstack.core.settings import Settings
 from memstack.recall.assembly import Labels, labels_for, section_tokens
 from memstack.recall.lexical import Rewrite, rewrite_query
+from memstack.text.locales import resolve_locale
 from memstack.text.periods import Period, named_period
 from memstack.text.token_counts import line_tokens
 
@@ -21,7 +22,7 @@ class Request:
     user_id: str
     session_id: str
     query: str  # stripped
-    locale: str | None  # as the caller gave it
+    locale: str  # the caller's, else the setting's; "auto" resolved against the query
     labels: Labels
     system_text: str
     total: int  # the token budget
@@ -48,7 +49,8 @@ def make_request(
     if not check_text("query", query, max_bytes=settings.max_message_bytes).strip():
         raise InvalidContent("query must be a non-empty string")
     query = query.strip()
-    labels = labels_for(locale or settings.locale)
+    locale = resolve_locale(locale or settings.locale, query)
+    labels = labels_for(locale)
     total = settings.budget_tokens if budget_tokens is None else budget_tokens
     if not isinstance(total, int) or isinstance(total, bool) or total <= 0:
         raise ValidationError(f"budget_tokens must be a positive integer, got {total!r}")

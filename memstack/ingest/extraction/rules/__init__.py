@@ -57,7 +57,6 @@ from memstack.ingest.extraction.rules.sentences import (
     mask_others,
     question_at,
     split_sentences,
-    text_locale,
     tidy_chat,
     turn_at,
 )
@@ -69,7 +68,6 @@ __all__ = [
     "has_turn_word",
     "is_question",
     "split_sentences",
-    "text_locale",
 ]
 
 _RULES = (

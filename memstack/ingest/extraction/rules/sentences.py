@@ -89,13 +89,6 @@ def question_at(sentence: str) -> int | None:
     return starts[-1] if starts else 0
 
 
-def text_locale(text: str) -> str:
-    """ "zh" when Chinese characters carry the text, else "en"."""
-    cjk = len(re.findall(r"[\u4e00-\u9fff]", text))
-    latin = len(re.findall(r"[A-Za-z]+", text))
-    return "zh" if cjk and cjk >= latin else "en"
-
-
 # Chat spellings of "I", "I'm", "don't"...: the rules are written for the standard forms.
 _CHAT_SPELLINGS = {
     "i": "I",
