@@ -211,3 +211,60 @@ async def test_doctor_in_server_mode_with_sqlite_in_a_relative_home(
     monkeypatch.chdir(tmp_path / "embedded")
     embedded = await doctor.run_checks(settings.model_copy(update={"redis_url": None}))
     assert all(c.ok for c in embedded), embedded
+
+
+# --- version, config, licence ------------------------------------------------------------
+
+
+def test_version_is_the_installed_distribution() -> None:
+    from importlib.metadata import version
+
+    import memstack
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == f"memstack {version('memstack')}"
+    assert memstack.__version__ == version("memstack")
+
+
+def test_config_shows_values_in_effect_with_secrets_masked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MEMSTACK_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("MEMSTACK_BUDGET_TOKENS", "3210")
+    monkeypatch.setenv("MEMSTACK_API_TOKEN", "s3cret-token-0123456789")
+    monkeypatch.setenv("MEMSTACK_LLM_API_KEY", "sk-live-key")
+    monkeypatch.setenv("MEMSTACK_REDIS_URL", "redis://:hunter2pass@127.0.0.1:6379/0")
+    (tmp_path / ".env").write_text("MEMSTACK_KB_TOP_K=7\n")
+    result = runner.invoke(app, ["config"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    lines = {line.split("│")[1].strip(): line for line in result.output.splitlines() if "│" in line}
+    assert "3210" in lines["MEMSTACK_BUDGET_TOKENS"] and "env" in lines["MEMSTACK_BUDGET_TOKENS"]
+    assert " 7 " in lines["MEMSTACK_KB_TOP_K"] and ".env" in lines["MEMSTACK_KB_TOP_K"]
+    assert "default" in lines["MEMSTACK_WINDOW_TURNS"]
+    for secret in ("s3cret-token", "sk-live-key", "hunter2pass"):
+        assert secret not in result.output
+    assert "redis://:****@127.0.0.1:6379/0" in lines["MEMSTACK_REDIS_URL"]
+
+
+def test_config_warns_about_an_unknown_variable_and_suggests_the_near_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MEMSTACK_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("MEMSTACK_LOCAL", "en")
+    monkeypatch.setenv("MEMSTACK_SOMETHING_ELSE", "1")
+    result = runner.invoke(app, ["config"], env={"COLUMNS": "200"})
+    assert result.exit_code == 1
+    assert "MEMSTACK_LOCAL (env) is not a setting; did you mean MEMSTACK_LOCALE?" in result.output
+    assert "MEMSTACK_SOMETHING_ELSE (env) is not a setting" in result.output
+
+
+def test_licence_file_matches_the_package_metadata() -> None:
+    import tomllib
+
+    root = Path(__file__).parent.parent
+    declared = tomllib.loads((root / "pyproject.toml").read_text())["project"]["license"]
+    assert declared == "MIT"
+    assert (root / "LICENSE").read_text().startswith("MIT License")

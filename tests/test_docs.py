@@ -17,7 +17,7 @@ def test_readme_configuration_table_matches_settings() -> None:
     start = readme.index("<!-- settings:start -->") + len("<!-- settings:start -->")
     end = readme.index("<!-- settings:end -->")
     assert readme[start:end].strip() == settings_table(), (
-        "README configuration table is stale: regenerate it with `memstack config`"
+        "README configuration table is stale: regenerate it with `memstack config --markdown`"
     )
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from memstack.cli.app import app, cli_settings, console, fail, with_memory
 from memstack.core.errors import MemstackError
@@ -64,11 +65,39 @@ def doctor() -> None:
 
 
 @app.command()
-def config() -> None:
-    """Print every setting as a Markdown table (the README's configuration table)."""
-    from memstack.core.settings import settings_table
+def config(
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="The defaults as the README's Markdown table.")
+    ] = False,
+) -> None:
+    """Show every setting's value in effect and where it came from (secrets masked), and
+    warn about MEMSTACK_* variables that no setting reads; exit 1 if there are any."""
+    import os
 
-    print(settings_table())
+    from memstack.core.settings import settings_table
+    from memstack.ops.config import dotenv_file, unknown_variables, values_in_effect
+
+    if markdown:
+        print(settings_table())
+        return
+    dotenv = dotenv_file()
+    table = Table(title="memstack settings in effect")
+    for col in ("variable", "value", "from"):
+        table.add_column(col, overflow="fold")
+    for row in values_in_effect(cli_settings(), os.environ, dotenv):
+        table.add_row(
+            row.variable,
+            Text(row.value),
+            row.source,
+            style=None if row.source == "default" else "bold",
+        )
+    console.print(table)
+    unknown = unknown_variables(os.environ, dotenv)
+    for u in unknown:
+        hint = f"; did you mean {u.suggestion}?" if u.suggestion else ""
+        console.print(f"[yellow]warning:[/yellow] {u.variable} ({u.source}) is not a setting{hint}")
+    if unknown:
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.console import Console
@@ -21,6 +21,26 @@ if TYPE_CHECKING:
 app = typer.Typer(help="memstack: layered memory for long-running AI agents.", no_args_is_help=True)
 console = Console()
 T = TypeVar("T")
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        from memstack import __version__
+
+        console.print(f"memstack {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """memstack: layered memory for long-running AI agents."""
 
 
 def cli_settings() -> Settings:
