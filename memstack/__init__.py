@@ -4,6 +4,7 @@ Redis holds what is happening now, PostgreSQL the facts that must be exact, a ve
 store what may be said another way; a session knowledge cache keeps good retrievals.
 """
 
+from memstack.core.api_keys import ApiKey
 from memstack.core.errors import (
     ConfigError,
     Conflict,
@@ -28,39 +29,53 @@ from memstack.ingest.worker import WorkerReport
 from memstack.knowledge.base import AddReport, AddResult, KBDocument, KBHit
 from memstack.knowledge.documents import Document, Skipped
 from memstack.memory import AsyncMemory
-from memstack.recall.result import ContextResult
+from memstack.recall.assembly import Section
+from memstack.recall.budget import Allocation
+from memstack.recall.lexical import Rewrite
+from memstack.recall.result import ContextResult, ManifestItem
+from memstack.recall.search import SearchHit
 from memstack.stores.redis.queue import DeadLetter
 from memstack.stores.redis.working_memory import SessionState
 from memstack.stores.sql.facts import StoredFact
 from memstack.stores.sql.ledger import SessionOverview, UserOverview
 from memstack.sync import Memory
+from memstack.transfer.exporting import ExportReport
+from memstack.transfer.importing import ImportReport
 from memstack.wiring import StoreStatus
 
 # The public API: import these from ``memstack``, not from the modules that define them.
 __all__ = [
     "AddReport",
     "AddResult",
+    "Allocation",
+    "ApiKey",
     "AsyncMemory",
     "ConfigError",
     "Conflict",
     "ContextResult",
     "DeadLetter",
     "Document",
+    "ExportReport",
     "ExtractionError",
     "Forbidden",
     "HomeInUse",
+    "ImportReport",
     "InvalidContent",
     "InvalidId",
     "KBDocument",
     "KBHit",
     "LockNotAcquired",
     "MaintenanceReport",
+    "ManifestItem",
     "Memory",
     "MemstackError",
     "Message",
     "NotFound",
     "ReindexReport",
+    "Rewrite",
     "SchemaMismatch",
+    "SearchHit",
+    "Section",
     "SessionOverview",
     "SessionState",
     "Settings",

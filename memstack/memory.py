@@ -33,7 +33,6 @@ from memstack.knowledge.base import (
     has_documents,
 )
 from memstack.knowledge.cache import KnowledgeCache, KnowledgeTurn, kb_search
-from memstack.manage import Management
 from memstack.ml.embedders import Embedder, build_embedder, prepare_queries
 from memstack.recall import Recall
 from memstack.recall.result import ContextResult
@@ -43,6 +42,9 @@ from memstack.stores.redis.queue import DeadLetter, IngestQueue, job_fields
 from memstack.stores.redis.working_memory import SessionState, WorkingMemory
 from memstack.stores.sql import db, tool_results
 from memstack.stores.vectors.base import VectorStore
+from memstack.verbs.keys import KeyManagement
+from memstack.verbs.reading import Management
+from memstack.verbs.transfer import Portability
 from memstack.wiring import (
     StoreStatus,
     build_kb_store,
@@ -54,7 +56,7 @@ from memstack.wiring import (
 )
 
 
-class AsyncMemory(Management):
+class AsyncMemory(Management, KeyManagement, Portability):
     """Layered memory for one deployment. Build with ``await AsyncMemory.open()``."""
 
     def __init__(

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
+from memstack.core.api_keys import ApiKey
 from memstack.core.ids import DEFAULT_NAMESPACE
 from memstack.core.messages import Message
 from memstack.core.settings import Settings
@@ -25,10 +26,13 @@ from memstack.knowledge.base import (
 from memstack.knowledge.cache import KnowledgeTurn
 from memstack.memory import AsyncMemory
 from memstack.recall.result import ContextResult
+from memstack.recall.search import SearchHit
 from memstack.stores.redis.queue import DeadLetter
 from memstack.stores.redis.working_memory import SessionState
 from memstack.stores.sql.facts import StoredFact
 from memstack.stores.sql.ledger import SessionOverview, UserOverview
+from memstack.transfer.exporting import ExportReport, ExportTarget
+from memstack.transfer.importing import ImportReport, ImportSource, TransferProgress
 from memstack.wiring import StoreStatus
 
 T = TypeVar("T")
@@ -192,6 +196,50 @@ class Memory:
     ) -> list[Message]:
         return self._run(self.aio.messages(user_id, session_id, limit=limit, offset=offset))
 
+    def get_message(self, user_id: str, msg_id: str) -> Message:
+        return self._run(self.aio.get_message(user_id, msg_id))
+
+    def delete_message(self, user_id: str, msg_id: str) -> dict[str, int]:
+        return self._run(self.aio.delete_message(user_id, msg_id))
+
+    def forget_session(self, user_id: str, session_id: str) -> dict[str, int]:
+        return self._run(self.aio.forget_session(user_id, session_id))
+
+    def search(
+        self,
+        user_id: str,
+        query: str,
+        *,
+        limit: int = 10,
+        since: Timestamp | None = None,
+        until: Timestamp | None = None,
+    ) -> list[SearchHit]:
+        return self._run(self.aio.search(user_id, query, limit=limit, since=since, until=until))
+
+    def set_fact(self, user_id: str, key: str, value: Any) -> StoredFact:
+        return self._run(self.aio.set_fact(user_id, key, value))
+
+    def delete_fact(self, user_id: str, key: str) -> StoredFact:
+        return self._run(self.aio.delete_fact(user_id, key))
+
+    # --- API keys ------------------------------------------------------------------
+    def create_key(
+        self, user_id: str | None = None, *, admin: bool = False, scopes: Iterable[str] = ()
+    ) -> tuple[ApiKey, str]:
+        return self._run(self.aio.create_key(user_id, admin=admin, scopes=scopes))
+
+    def list_keys(self) -> list[ApiKey]:
+        return self._run(self.aio.list_keys())
+
+    def revoke_key(self, key_id: str) -> ApiKey:
+        return self._run(self.aio.revoke_key(key_id))
+
+    def authenticate(self, key: str) -> ApiKey | None:
+        return self._run(self.aio.authenticate(key))
+
+    def has_keys(self) -> bool:
+        return self._run(self.aio.has_keys())
+
     def dead_letters(self, count: int = 100) -> list[DeadLetter]:
         return self._run(self.aio.dead_letters(count))
 
@@ -203,3 +251,34 @@ class Memory:
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> ReindexReport:
         return self._run(self.aio.reindex(progress))
+
+    # --- moving memory (memstack.verbs.transfer) -----------------------------------------
+    def export(
+        self,
+        out: ExportTarget,
+        *,
+        user_id: str | None = None,
+        progress: TransferProgress | None = None,
+    ) -> ExportReport:
+        return self._run(self.aio.export(out, user_id=user_id, progress=progress))
+
+    def export_lines(self, user_id: str | None = None) -> Iterator[str]:
+        """See :meth:`AsyncMemory.export_lines`: the user id is checked at once."""
+        lines = self.aio.export_lines(user_id)
+
+        async def step() -> str | None:
+            return await anext(lines, None)
+
+        def taken() -> Iterator[str]:
+            try:
+                while (line := self._run(step())) is not None:
+                    yield line
+            finally:
+                self._run(lines.aclose())
+
+        return taken()
+
+    def import_file(
+        self, source: ImportSource, *, progress: TransferProgress | None = None
+    ) -> ImportReport:
+        return self._run(self.aio.import_file(source, progress=progress))

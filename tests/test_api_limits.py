@@ -22,10 +22,11 @@ from pydantic import SecretStr
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from memstack.core.errors import ConfigError, ModelUnavailable, StoreError, StoreUnavailable
-from memstack.core.ids import MAX_ID_LEN
+from memstack.core.ids import MAX_ID_LEN, MAX_MSG_ID_LEN, MSG_ID_PATTERN
 from memstack.core.settings import Settings
 from memstack.memory import AsyncMemory
 from memstack.server.http import create_app
+from memstack.server.manage_schemas import FACT_KEY_PATTERN
 from tests.conftest import new_id
 
 TOKEN = "limits-token-0123456789"
@@ -299,6 +300,16 @@ async def test_the_document_states_every_id_rule_the_server_enforces(
     ids = _id_schemas(app.openapi())
     assert len(ids) >= 20
     for where, schema in ids.items():
+        if where.endswith("/messages/{msg_id} msg_id"):
+            # A stored message id, as remember() returns it: "<user>/<session>:<id>" or
+            # a generated one, so it may hold one "/".
+            assert schema["pattern"] == MSG_ID_PATTERN, where
+            assert schema["maxLength"] == MAX_MSG_ID_LEN, where
+            continue
+        if where.endswith("/facts/{key} key"):
+            # A key set by hand: what check_fact_key takes, never "history".
+            assert schema["pattern"] == FACT_KEY_PATTERN, where
+            continue
         assert schema["pattern"] == ID_PATTERN, where
         assert schema["minLength"] == 1, where
         assert schema["maxLength"] == (64 if where.endswith("namespace") else MAX_ID_LEN), where

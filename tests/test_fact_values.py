@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -186,3 +187,19 @@ def test_stale_value_check_reads_an_absurd_numeral_without_recursing() -> None:
     current = {"budget_limit": {"amount": 8000, "currency": "CNY"}}
     assert stale_key("预算一" + "万" * 3000, superseded, current) is None
     assert stale_key("预算五千", superseded, current) == "budget_limit"
+
+
+async def test_an_export_leaves_out_a_stored_value_past_the_limits(
+    mem: AsyncMemory, tmp_path: Path
+) -> None:
+    """A value no read serves (here 5,000 deep: decoding it would raise RecursionError)
+    does not break an export of its user either; it is left out and counted."""
+    u = new_id("u")
+    await insert_raw(mem, u, "city", "[" * 5000 + '"x"' + "]" * 5000, n=1)
+    assert await write(mem, u, a_fact("city", "Berlin")) == "superseded"
+    out = tmp_path / "export.jsonl"
+    report = await mem.export(out, user_id=u)
+    assert report.withheld_facts == 1
+    facts = [r for r in map(json.loads, out.read_text().splitlines()) if r["type"] == "fact"]
+    assert [(f["fact_key"], f["fact_value"]) for f in facts] == [("city", "Berlin")]
+    assert facts[0]["supersedes_id"] is None

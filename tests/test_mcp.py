@@ -30,6 +30,10 @@ TOOLS = {
     "list_sessions",
     "read_messages",
     "forget_user",
+    "search_memory",
+    "set_fact",
+    "delete_fact",
+    "forget_session",
     "knowledge_search",
 }
 
@@ -106,14 +110,15 @@ async def test_remember_returns_the_scoped_id_and_is_idempotent(
 ) -> None:
     user, session = new_id("u"), new_id("s")
     async with connect(embedded_settings) as client:
-        args = {"user_id": user, "session_id": session, "role": "user", "content": "hi"}
+        line = "my bike is a red Brompton"
+        args = {"user_id": user, "session_id": session, "role": "user", "content": line}
         first = await ok(client, "remember", **args, msg_id="turn-1")
         second = await ok(client, "remember", **args, msg_id="turn-1")
         context = text_of(
             await call(client, "recall_context", user_id=user, session_id=session, query="hello")
         )
     assert first == second == {"msg_id": f"{user}/{session}:turn-1"}
-    assert context.count("hi") == 1
+    assert context.count(line) == 1
 
 
 async def test_remember_takes_an_author_name(service_settings: Settings) -> None:

@@ -257,7 +257,7 @@ async def test_0006_records_what_ended_a_fact_and_downgrade_keeps_one_current_ro
         _insert_fact(engine, "agent_memory_fact", 1)
         _insert_fact(engine, "agent_memory_fact_archive", 2, **archived)
         db.upgrade(settings)
-        assert db.head_revision() == "0006"
+        assert db.head_revision() is not None and db.head_revision() >= "0006"
         for table in FACT_TABLES:
             assert "ended_by_msg_id" in _fact_columns(engine, table)
             with engine.connect() as conn:
@@ -292,5 +292,84 @@ async def test_0006_records_what_ended_a_fact_and_downgrade_keeps_one_current_ro
             assert len(await mem.fact_history("u1")) == 5
         finally:
             await mem.close()
+    finally:
+        engine.dispose()
+
+
+async def test_0007_adds_the_api_key_table_and_downgrade_drops_it(
+    fresh_settings: Settings,
+) -> None:
+    settings = fresh_settings
+    cfg = db.alembic_config(db.sync_url(settings))
+    engine = sa.create_engine(db.sync_url(settings))
+    try:
+        db.upgrade(settings, "0006")
+        _insert(engine, "kept")
+        assert "memory_api_key" not in sa.inspect(engine).get_table_names()
+
+        db.upgrade(settings, "0007")
+        columns = {c["name"]: c for c in sa.inspect(engine).get_columns("memory_api_key")}
+        assert set(columns) == {
+            "key_id",
+            "deployment",
+            "user_id",
+            "scopes",
+            "secret_sha256",
+            "created_at",
+            "revoked_at",
+        }
+        assert columns["user_id"]["nullable"] and columns["revoked_at"]["nullable"]
+        assert not columns["secret_sha256"]["nullable"]
+        [index] = sa.inspect(engine).get_indexes("memory_api_key")
+        assert index["column_names"] == ["deployment", "revoked_at"]
+        db.upgrade(settings)  # memstack opens a database at head only
+        async with await AsyncMemory.open(settings) as mem:
+            key, secret = await mem.create_key("u1")
+            assert await mem.authenticate(secret) == key and await mem.has_keys()
+
+        command.downgrade(cfg, "0006")
+        assert "memory_api_key" not in sa.inspect(engine).get_table_names()
+        with engine.connect() as conn:
+            kept = conn.execute(sa.text("SELECT msg_id FROM memory_message")).all()
+        assert [r.msg_id for r in kept] == ["kept"]
+
+        db.upgrade(settings)
+        async with await AsyncMemory.open(settings) as mem:
+            assert await mem.list_keys() == [] and not await mem.has_keys()
+    finally:
+        engine.dispose()
+
+
+async def test_0008_adds_the_erasure_marks_and_downgrade_drops_them(
+    fresh_settings: Settings,
+) -> None:
+    settings = fresh_settings
+    cfg = db.alembic_config(db.sync_url(settings))
+    engine = sa.create_engine(db.sync_url(settings))
+    try:
+        db.upgrade(settings, "0007")
+        _insert(engine, "kept")
+        assert "memory_erasure" not in sa.inspect(engine).get_table_names()
+
+        db.upgrade(settings, "0008")
+        pk = sa.inspect(engine).get_pk_constraint("memory_erasure")["constrained_columns"]
+        assert pk == ["user_id", "scope", "target"]
+        async with await AsyncMemory.open(settings) as mem:
+            await mem.remember("u9", "s9", "user", "to be forgotten")
+            await mem.drain(summarize=False)
+            assert (await mem.forget_session("u9", "s9"))["messages"] == 1
+            # Accepted after the mark: a new memory, which the mark does not cover.
+            await mem.remember("u9", "s9", "user", "said afterwards")
+            await mem.drain(summarize=False)
+            assert [m.content for m in await mem.messages("u9", "s9")] == ["said afterwards"]
+        with engine.connect() as conn:
+            marks = conn.execute(sa.text("SELECT user_id, scope, target FROM memory_erasure"))
+            assert [tuple(r) for r in marks] == [("u9", "session", "s9")]
+
+        command.downgrade(cfg, "0007")
+        assert "memory_erasure" not in sa.inspect(engine).get_table_names()
+        with engine.connect() as conn:
+            kept = conn.execute(sa.text("SELECT content FROM memory_message")).all()
+        assert sorted(r.content for r in kept) == ["content of kept", "said afterwards"]
     finally:
         engine.dispose()

@@ -70,8 +70,30 @@ def serve(
 
 
 @app.command("mcp")
-def mcp_() -> None:
+def mcp_(
+    user: Annotated[
+        str | None,
+        typer.Option(
+            "--user",
+            "-u",
+            help="Serve this user's memory only: the tools take no user_id, and no other "
+            "user's memory can be reached.",
+        ),
+    ] = None,
+    allow_forget: Annotated[
+        bool | None,
+        typer.Option(
+            "--allow-forget/--no-forget",
+            help="Offer the destructive tools (forget_user). Default: only without --user.",
+        ),
+    ] = None,
+) -> None:
     """Serve memstack's MCP tools over stdio (for an MCP client such as Claude Desktop)."""
     from memstack.server.mcp import create_server
 
-    create_server(cli_settings()).run("stdio")
+    settings = cli_settings()
+    try:
+        server = create_server(settings, user_id=user, allow_forget=allow_forget)
+    except MemstackError as exc:
+        raise fail(exc, 2) from exc
+    server.run("stdio")

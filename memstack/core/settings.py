@@ -281,8 +281,8 @@ class Settings(BaseSettings):
     api_token: SecretStr | None = Field(
         default=None,
         min_length=16,
-        description="Bearer token (16+ characters) the HTTP API requires on /v1; /healthz and "
-        "/metrics stay open. Unset: no auth.",
+        description="Bearer token (16+ characters) the HTTP API requires on /v1, an admin "
+        "key; /healthz and /metrics stay open. Unset: no auth unless API keys exist.",
     )
 
     @model_validator(mode="before")

@@ -89,18 +89,47 @@ async def reindex(
     async with ingestor.sessions() as s:
         total = await ledger.count_all(s)
         pairs = await ledger.all_sessions(s)
+
+    def counted(messages: int, chunks: int) -> None:
+        report.messages += messages
+        report.chunks += chunks
+        if progress is not None:
+            progress(report.messages, total)
+
     for user_id, session_id in pairs:
-        async with ingestor.sessions.begin() as s:
-            await erasure.hold_users(s, [user_id])
-            await erasure.lock_sessions(s, [(user_id, session_id)])
-            async for batch in units.of_session(s, user_id, session_id):
-                records = [r for unit in batch for r in ingestor.unit_records(unit)]
-                report.chunks += await ingestor.store(records)
-                report.messages += sum(len(unit.members) for unit in batch)
-                if progress is not None:
-                    progress(report.messages, total)
+        await rebuild_session(ingestor, user_id, session_id, on_batch=counted)
     summaries = await all_summary_records(ingestor.sessions, ingestor.embedder.model_version)
     for i in range(0, len(summaries), 256):
         await ingestor.store(summaries[i : i + 256])
     report.summaries = len(summaries)
     return report
+
+
+async def rebuild_session(
+    ingestor: Ingestor,
+    user_id: str,
+    session_id: str,
+    *,
+    clear: bool = False,
+    on_batch: Callable[[int, int], None] | None = None,
+) -> None:
+    """Write the chunks of every exchange unit of one session, derived from its ledger
+    rows and embedded with the configured embedder (``memstack reindex``, ``memstack
+    import``); ``on_batch(messages, chunks)`` after each page of them.
+
+    Under the lock ingest takes for the session (:mod:`memstack.stores.sql.erasure`), so
+    a worker writing to it meanwhile cannot interleave. ``clear`` first deletes the
+    session's dialogue chunks: where the collection was not dropped, messages that joined
+    the ledger between others may leave chunks under ids that are no longer unit heads.
+    """
+    async with ingestor.sessions.begin() as s:
+        await erasure.hold_users(s, [user_id])
+        await erasure.lock_sessions(s, [(user_id, session_id)])
+        if clear:
+            scope = {"user_id": user_id, "session_id": session_id, "source_layer": "dialogue"}
+            await ingestor.vectors.delete(scope=scope)
+        async for batch in units.of_session(s, user_id, session_id):
+            records = [r for unit in batch for r in ingestor.unit_records(unit)]
+            chunks = await ingestor.store(records)
+            if on_batch is not None:
+                on_batch(sum(len(unit.members) for unit in batch), chunks)

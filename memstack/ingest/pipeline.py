@@ -114,8 +114,8 @@ class Ingestor:
         users = {m.user_id for m in messages}
         async with self.sessions.begin() as s:
             await erasure.ensure_users(s, users, datetime.now(UTC))
-            marks = await erasure.hold_users(s, users)
-            kept = [m for m in messages if not erasure.forgotten(marks[m.user_id], m.accepted_at)]
+            erased = await erasure.hold_messages(s, messages)
+            kept = [m for m in messages if m.msg_id not in erased]
             report.new_ledger_rows = await ledger.insert_messages(s, kept)
         report.forgotten = len(messages) - len(kept)
         return kept
@@ -135,10 +135,9 @@ class Ingestor:
             draft = await units.around(s, messages)
         touched = [draft.units[h] for h in draft.touched if h in draft.units]
         cache = await self._embed({r.text for u in touched for r in self.unit_records(u)})
-        users = {m.user_id for m in messages}
         async with self.sessions.begin() as s:
-            marks = await erasure.hold_users(s, users)
-            live = [m for m in messages if not erasure.forgotten(marks[m.user_id], m.accepted_at)]
+            erased = await erasure.hold_messages(s, messages)
+            live = [m for m in messages if m.msg_id not in erased]
             await erasure.lock_sessions(s, {(m.user_id, m.session_id) for m in live})
             derivation = await units.around(s, live)
             alive = {m.msg_id for m in live}
@@ -151,6 +150,13 @@ class Ingestor:
             for user_id, ids in _stale(derivation, records, stored).items():
                 await self.vectors.delete(scope={"user_id": user_id}, ids=ids)
         return len(changed)
+
+    async def rederive(self, messages: Sequence[Message]) -> int:
+        """Write again the exchange units around ``messages`` (ledger rows) as the ledger
+        holds them now: after a message between them was deleted, the unit that held it
+        must no longer hold its text. Returns how many chunks were written."""
+        async with guarded("ingest"):
+            return await self._vectors(messages, [])
 
     async def _stored(
         self, derivation: units.Derivation, records: Sequence[VectorRecord]

@@ -86,6 +86,11 @@ class SessionSummaries:
         return True
 
 
+def summary_vector_id(last_msg_id: str) -> str:
+    """The id of a summary's chunk: it is keyed, like its row, by its last message."""
+    return f"summary:{last_msg_id}#0"
+
+
 def summary_record(
     user_id: str,
     session_id: str,
@@ -100,7 +105,7 @@ def summary_record(
         return None
     summary_id = f"summary:{last_msg_id}"
     return VectorRecord(
-        f"{summary_id}#0",
+        summary_vector_id(last_msg_id),
         text,
         (),
         {

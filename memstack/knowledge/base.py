@@ -288,6 +288,33 @@ class KnowledgeBase:
         chunks = split_semantic(
             doc.text, split_chars=s.chunk_split_chars, merge_chars=s.chunk_merge_chars
         )
+        return await self._write(doc_id, title, source, content_hash, chunks, row)
+
+    async def restore(
+        self, doc_id: str, title: str, source: str, content_hash: str, chunks: Sequence[str]
+    ) -> AddResult:
+        """Store a document as another deployment held it: these very chunks (its
+        registry's ``content_hash`` kept), embedded here (``memstack import``); the caller
+        has checked them. Unchanged when it is registered so already."""
+        row = await self._row(doc_id)
+        if (
+            row is not None
+            and (row.content_hash, row.title, row.source) == (content_hash, title, source)
+            and (row.model_version, row.chunk_count) == (self.embedder.model_version, len(chunks))
+        ):
+            return AddResult(doc_id, title, source, "unchanged", row.chunk_count)
+        return await self._write(doc_id, title, source, content_hash, list(chunks), row)
+
+    async def _write(
+        self,
+        doc_id: str,
+        title: str,
+        source: str,
+        content_hash: str,
+        chunks: list[str],
+        row: KBDocumentRow | None,
+    ) -> AddResult:
+        model_version = self.embedder.model_version
         # Embed before touching the store: a failing embedder leaves the old version.
         vectors = await self.embedder.embed(chunks)
         if len(vectors) != len(chunks):
@@ -368,6 +395,12 @@ class KnowledgeBase:
         if row is None:
             raise NotFound(f"no document {doc_id!r} in knowledge base {self.namespace!r}")
         return _as_document(row)
+
+    async def chunk_texts(self, doc: KBDocument) -> list[str] | None:
+        """A document's text as stored, chunk by chunk; None when a chunk is missing."""
+        ids = [self._vector_id(doc.doc_id, i) for i in range(doc.chunk_count)]
+        found = {h.id: h.text for h in await self.store.get(ids, scope=self.scope)}
+        return [found[i] for i in ids] if all(i in found for i in ids) else None
 
     async def search(
         self, query: str, top_k: int | None = None, *, min_score: float | None = None

@@ -29,6 +29,9 @@ Modules, in the order a call uses them:
 - :mod:`~memstack.recall.layers`, :mod:`~memstack.recall.manifest_build`: step 5 and the
   manifest of what each layer offered;
 - :mod:`~memstack.recall.hits`: fact hits, written in batches.
+
+:mod:`~memstack.recall.search` runs steps 1 and 3 alone: ``search()``, the ranked
+messages without filters, budgets or assembly.
 """
 
 from memstack.recall.candidates import _hit_msg_ids, _unit_head, _with_preview

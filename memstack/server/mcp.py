@@ -13,7 +13,8 @@ The tool functions live at module level: the SDK finds the ``Context`` parameter
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+import inspect
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any
@@ -25,8 +26,14 @@ from pydantic import Field
 
 from memstack import AsyncMemory
 from memstack.core.errors import MemstackError
-from memstack.core.ids import DEFAULT_NAMESPACE
+from memstack.core.ids import DEFAULT_NAMESPACE, validate_id
 from memstack.core.settings import Locale, Settings, load_settings
+from memstack.server.manage_schemas import (
+    FactValueArg,
+    SearchHitOut,
+    SearchHitsOut,
+    SearchLimit,
+)
 from memstack.server.schemas import (
     FactOut,
     FactsOut,
@@ -34,6 +41,7 @@ from memstack.server.schemas import (
     KBHitOut,
     KBHitsOut,
     LedgerOut,
+    Moment,
     MomentText,
     RememberOut,
     SessionOut,
@@ -45,8 +53,10 @@ INSTRUCTIONS = (
     "assistant turn; call `recall_context` with the user's new message to get what memory "
     "knows (facts, related history, recent dialogue) as prompt text; `facts` lists what "
     "the user has stated (with `as_of`, what held at an earlier time); `list_sessions` and "
-    "`read_messages` page through what was stored; `forget_user` "
-    "erases a user everywhere; `knowledge_search` searches the document knowledge base."
+    "`read_messages` page through what was stored; `search_memory` finds the stored "
+    "messages that answer a question; `set_fact` and `delete_fact` correct a fact the user "
+    "states or withdraws; `forget_session` erases one conversation, `forget_user` a user "
+    "everywhere; `knowledge_search` searches the document knowledge base."
 )
 
 
@@ -185,6 +195,64 @@ async def forget_user(user_id: UserId, ctx: ToolContext) -> ForgetOut:
     return ForgetOut(deleted=deleted)
 
 
+async def search_memory(
+    user_id: UserId,
+    query: Annotated[str, Field(description="What to look for in the user's history.")],
+    ctx: ToolContext,
+    limit: Annotated[SearchLimit, Field(description="Most hits.")] = 10,
+    since: Annotated[
+        Moment | None, Field(description="Only messages from this moment on (RFC 3339).")
+    ] = None,
+    until: Annotated[
+        Moment | None, Field(description="Only messages up to this moment (RFC 3339).")
+    ] = None,
+) -> SearchHitsOut:
+    """The user's stored messages that best answer the query, best first, each with its
+    session, time and score; ``since``/``until`` bound their times."""
+    served = _served(ctx)
+    with _as_tool_errors():
+        await served.catch_up()
+        hits = await served.memory.search(user_id, query, limit=limit, since=since, until=until)
+    return SearchHitsOut(hits=[SearchHitOut.model_validate(h) for h in hits])
+
+
+async def set_fact(
+    user_id: UserId,
+    key: Annotated[str, Field(description="The fact's key, e.g. city, diet, budget_limit.")],
+    value: FactValueArg,
+    ctx: ToolContext,
+) -> FactOut:
+    """Set a fact about the user by hand (the user said so): a different current value is
+    superseded and kept in the history. Returns the current fact."""
+    served = _served(ctx)
+    with _as_tool_errors():
+        await served.catch_up()
+        fact = await served.memory.set_fact(user_id, key, value)
+    return FactOut.model_validate(fact)
+
+
+async def delete_fact(
+    user_id: UserId,
+    key: Annotated[str, Field(description="The fact's key.")],
+    ctx: ToolContext,
+) -> FactOut:
+    """End the user's current value of a fact, with nothing in its place; it stays in the
+    history. Fails if the fact has no current value."""
+    served = _served(ctx)
+    with _as_tool_errors():
+        await served.catch_up()
+        fact = await served.memory.delete_fact(user_id, key)
+    return FactOut.model_validate(fact)
+
+
+async def forget_session(user_id: UserId, session_id: SessionId, ctx: ToolContext) -> ForgetOut:
+    """Erase one session of the user in every layer (its messages, window, state,
+    summaries); the user's facts stay. Cannot be undone."""
+    with _as_tool_errors():
+        deleted = await _served(ctx).memory.forget_session(user_id, session_id)
+    return ForgetOut(deleted=deleted)
+
+
 async def knowledge_search(
     query: Annotated[str, Field(description="What to look for.")],
     ctx: ToolContext,
@@ -210,21 +278,79 @@ TOOLS = (
     (list_sessions, READ_ONLY),
     (read_messages, READ_ONLY),
     (forget_user, ERASING),
+    (search_memory, READ_ONLY),
+    (set_fact, ADDITIVE),
+    (delete_fact, ERASING),
+    (forget_session, ERASING),
     (knowledge_search, READ_ONLY),
 )
 
 
+PINNED = (
+    " This server serves the memory of one user only: tools take no user_id, and no "
+    "other user's memory can be reached."
+)
+
+
+def destructive(hints: ToolAnnotations | None) -> bool:
+    """Whether a tool may destroy, read as MCP defines its hints: one not read-only is
+    destructive unless it says otherwise."""
+    if hints is None:
+        return True
+    return not hints.read_only_hint and hints.destructive_hint is not False
+
+
+def pinned(tool: Callable[..., Any], user_id: str) -> Callable[..., Any]:
+    """``tool`` with its ``user_id`` parameter fixed to ``user_id`` and gone from its
+    signature, so from the tool's schema: a model can neither see nor name another user.
+    A tool without ``user_id`` is returned as it is. Generic over the tool table: the
+    wrapper takes its signature and hints from the tool (evaluated, since the SDK reads
+    them from the wrapper), less ``user_id``."""
+    signature = inspect.signature(tool, eval_str=True)
+    if "user_id" not in signature.parameters:
+        return tool
+    kept = [p for p in signature.parameters.values() if p.name != "user_id"]
+
+    async def for_the_user(**arguments: Any) -> Any:
+        # The SDK passes only the declared arguments; a user_id a client sends anyway
+        # is dropped by its argument model and could not override this one.
+        result = tool(**{**arguments, "user_id": user_id})
+        return await result if inspect.isawaitable(result) else result
+
+    for_the_user.__name__ = tool.__name__
+    for_the_user.__qualname__ = tool.__qualname__
+    for_the_user.__doc__ = tool.__doc__
+    for_the_user.__signature__ = signature.replace(parameters=kept)  # type: ignore[attr-defined]
+    hints = {p.name: p.annotation for p in kept if p.annotation is not inspect.Parameter.empty}
+    if signature.return_annotation is not inspect.Signature.empty:
+        hints["return"] = signature.return_annotation
+    for_the_user.__annotations__ = hints
+    return for_the_user
+
+
 def create_server(
-    settings: Settings | None = None, *, inline_ingest: bool | None = None
+    settings: Settings | None = None,
+    *,
+    inline_ingest: bool | None = None,
+    user_id: str | None = None,
+    allow_forget: bool | None = None,
 ) -> MCPServer[Served]:
     """The MCP server over one ``AsyncMemory`` opened by its lifespan.
 
     ``inline_ingest`` (default: on for the embedded Redis) drains pending ingest jobs
     before ``recall_context`` and ``facts``; with a Redis server a ``memstack worker``
     does that work instead.
+
+    ``user_id`` pins the server to one user: every tool's ``user_id`` is that user and
+    is no parameter of the tool. ``allow_forget`` registers the destructive tools
+    (those annotated ``destructive_hint``, such as ``forget_user``); by default they
+    are left out of a pinned server and offered by an unpinned one.
     """
     settings = settings or load_settings()
     drain = settings.embedded_redis if inline_ingest is None else inline_ingest
+    if user_id is not None:
+        validate_id("user_id", user_id)
+    erasing = user_id is None if allow_forget is None else allow_forget
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Served]) -> AsyncIterator[Served]:
@@ -235,9 +361,12 @@ def create_server(
         finally:
             await memory.close()
 
+    instructions = INSTRUCTIONS if user_id is None else INSTRUCTIONS + PINNED
     server: MCPServer[Served] = MCPServer(
-        "memstack", instructions=INSTRUCTIONS, version="0.1.0", lifespan=lifespan
+        "memstack", instructions=instructions, version="0.1.0", lifespan=lifespan
     )
     for tool, hints in TOOLS:
-        server.add_tool(tool, annotations=hints)
+        if destructive(hints) and not erasing:
+            continue
+        server.add_tool(tool if user_id is None else pinned(tool, user_id), annotations=hints)
     return server

@@ -238,6 +238,24 @@ class ManifestItemOut(_FromCore):
     detail: str
 
 
+class AllocationOut(_FromCore):
+    total: int
+    reserved: int
+    caps: dict[str, int]
+    used: dict[str, int]
+
+
+class RewriteOut(_FromCore):
+    original: str
+    terms: list[str]
+    weights: dict[str, float]
+    entities: list[str]
+    temporal: bool
+    time_intent: Literal["date", "latest"] | None
+    source: Literal["rules", "llm"]
+    expanded: list[str]
+
+
 class ContextOut(_FromCore):
     text: str
     messages: list[dict[str, str]]
@@ -245,6 +263,11 @@ class ContextOut(_FromCore):
     manifest: list[ManifestItemOut]
     degraded: dict[str, str] = Field(description="Layers left out because their store failed.")
     tokens: int
+    # The rest of ContextResult, so a client (memstack.client) rebuilds all of it.
+    allocation: AllocationOut = Field(description="Each layer's token cap and what it used.")
+    rewrite: RewriteOut = Field(description="The query as the retrieval channels saw it.")
+    window_rebuilt: bool = Field(description="The window was first rebuilt from the ledger.")
+    timings_ms: dict[str, float]
 
     @classmethod
     def of(cls, result: ContextResult) -> ContextOut:
@@ -273,6 +296,11 @@ class FactOut(_FromCore):
         "retraction); null for a current value and for one a new value superseded.",
     )
     current: bool
+    source_deleted: bool = Field(
+        default=False,
+        description="The message it came from was deleted (a message or its session "
+        "erased); the fact stays until it is changed or deleted by hand.",
+    )
 
 
 class FactsOut(BaseModel):
@@ -353,6 +381,7 @@ class KBDocumentOut(_FromCore):
     doc_id: str
     title: str
     source: str
+    content_hash: str = Field(description="MD5 of the text: tells whether it changed.")
     chunk_count: int
     model_version: str
     created_at: datetime
@@ -380,6 +409,7 @@ class KBAddIn(BaseModel):
 class KBAddResultOut(_FromCore):
     doc_id: str
     title: str
+    source: str
     status: Literal["added", "replaced", "unchanged"]
     chunk_count: int
 

@@ -4,7 +4,8 @@
 on shutdown, so importing this module connects to nothing. Every error leaves through one
 handler as ``{"error": <type>, "detail": <message>}``; no stack trace, SQL text, file path
 or store address reaches a client (the server log has them). Before a route sees a
-request, :mod:`memstack.server.http.guard` checks its token and bounds its body.
+request, :mod:`memstack.server.http.guard` checks its API key or token, and what that
+may reach, and bounds its body.
 
 Run it with ``memstack serve``, or ``uvicorn --factory memstack.server.http:create_app``.
 """
@@ -90,6 +91,8 @@ def create_app(
     app.add_middleware(
         RequestGuard,
         token=token,
+        # Opened by the lifespan, before the first request the guard sees.
+        memory=lambda: app.state.memory,
         max_body_bytes=settings.max_body_bytes,
         concurrency=concurrency or 2 * settings.db_pool_size,
     )

@@ -1,31 +1,61 @@
-"""What the HTTP API does with a request before any route sees it: authenticate it, bound
-its body, and count it.
+"""What the HTTP API does with a request before any route sees it: authenticate it,
+check what its key may reach, bound its body, and count it.
 
-Both are pure ASGI middleware, not Starlette's ``BaseHTTPMiddleware``: a request is
-answered or passed on from its headers alone, and its body is never read or buffered
-here. A request without the right bearer token is refused before a byte of its body is
-read, whatever its path or content (an unknown route or broken JSON included); a body
-whose ``Content-Length`` is over the limit is refused before it is read, and a chunked
-one is counted while the route reads it and cut off at the limit.
+All are pure ASGI middleware, not Starlette's ``BaseHTTPMiddleware``: a request is
+answered or passed on from its method, path and headers alone, and its body is never
+read or buffered here. A request without a valid key (or ``MEMSTACK_API_TOKEN``), or with
+a key that may not reach its path, is refused before a byte of its body is read,
+whatever its path or content (an unknown route or broken JSON included); a body whose
+``Content-Length`` is over the limit is refused before it is read, and a chunked one is
+counted while the route reads it and cut off at the limit.
+
+Access, once the deployment has a live API key or a token (otherwise the API is open):
+
+* the token and admin keys reach everything;
+* a user key reaches ``/v1/users/<its user>`` and everything under it, the knowledge
+  base's reads (``POST /v1/knowledge/search``, ``GET /v1/knowledge/documents``), and
+  its writes only with the ``kb:write`` scope; anything else is 403 (the list of all
+  users, other users, ``/v1/admin/…``, routes added later).
+
+The path is judged as the router matches it (``scope["path"]``, percent-decoded once by
+the server, less ``root_path``), segment by segment: a route's ``{user_id}`` is exactly
+the segment after ``users``, so user ``al`` never reaches ``alice``, and a path with a
+``.`` or ``..`` segment is refused to a user key outright.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import secrets
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from memstack import ApiKey, AsyncMemory
 from memstack.core import metrics
+from memstack.core.api_keys import KB_WRITE
+from memstack.core.errors import StoreError, StoreUnavailable
 
-# Answered without a token: probes, scrapers and the API's own description.
+log = logging.getLogger("memstack.server.http")
+
+# Answered without a key: probes, scrapers and the API's own description.
 OPEN_PATHS = frozenset(
     {"/healthz", "/metrics", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
 )
+# The knowledge base's reads, open to every key (documents are shared, not a user's).
+KB_READS = frozenset(
+    {
+        ("POST", "/v1/knowledge/search"),
+        ("GET", "/v1/knowledge/documents"),
+        ("HEAD", "/v1/knowledge/documents"),
+    }
+)
+UNAUTHORIZED = "missing or wrong bearer token"
 
 
 class PayloadTooLarge(HTTPException):
@@ -60,32 +90,93 @@ async def send_error(
     await send({"type": "http.response.body", "body": body})
 
 
+def route_path(scope: Scope) -> str:
+    """The path the router matches: ``scope["path"]`` less the app's ``root_path`` (as
+    Starlette's own routing computes it)."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root) and path != root and path[len(root)] == "/":
+        return path[len(root) :]
+    return path
+
+
+def refusal_of(key: ApiKey, method: str, path: str) -> str | None:
+    """Why ``key`` may not make this request (403), or None when it may."""
+    if key.admin:
+        return None
+    segments = path.split("/")  # "/v1/users/al/facts" -> ["", "v1", "users", "al", "facts"]
+    if "." in segments or ".." in segments:
+        return "a path with . or .. segments is refused"
+    if segments[1:4] == ["v1", "users", key.user_id]:
+        return None
+    if segments[1:3] == ["v1", "knowledge"]:
+        if (method, path.removesuffix("/")) in KB_READS or key.grants(KB_WRITE):
+            return None
+        return f"writing the knowledge base needs a key with the {KB_WRITE} scope"
+    return f"this key reaches only /v1/users/{key.user_id}/… and the knowledge base"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    status: int
+    error: str
+    detail: str
+
+
 class RequestGuard:
-    """Bearer-token check (when a token is set), the request body limit, and admission:
-    at most ``concurrency`` requests past the open paths are in the routes at once.
+    """API keys (once the deployment has one) and the bearer token (when set), the
+    request body limit, and admission: at most ``concurrency`` requests past the open
+    paths are in the routes at once.
 
     Admission is the back-pressure: under a burst the others wait here, before their
     body is read and before they take a store connection, rather than inside the pools,
     where a wait longer than ``store_timeout_s`` is an error or a context without a
-    layer. ``/healthz`` and ``/metrics`` never wait behind them.
+    layer. ``/healthz`` and ``/metrics`` never wait behind them. A key is checked once
+    admitted, so a flood of made-up keys takes no more database connections than the
+    routes may.
     """
 
     def __init__(
-        self, app: ASGIApp, *, token: str | None, max_body_bytes: int, concurrency: int
+        self,
+        app: ASGIApp,
+        *,
+        token: str | None,
+        memory: Callable[[], AsyncMemory],
+        max_body_bytes: int,
+        concurrency: int,
     ) -> None:
         self.app = app
         self.token = token.encode() if token else None
+        self.memory = memory
         self.max_body_bytes = max_body_bytes
         self.slots = asyncio.Semaphore(concurrency)
 
-    def authorized(self, scope: Scope) -> bool:
-        if self.token is None or scope["path"] in OPEN_PATHS:
-            return True
-        scheme, _, credentials = (_header(scope, b"authorization") or b"").partition(b" ")
-        # compare_digest: the time to reject must not reveal how much of a guess was right.
-        return scheme.lower() == b"bearer" and secrets.compare_digest(
-            credentials.strip(), self.token
-        )
+    async def refusal(self, scope: Scope, path: str) -> Refusal | None:
+        """Why this request is refused (401, 403, or 503 when the keys cannot be read),
+        or None when it may go on."""
+        mem = self.memory()
+        try:
+            if self.token is None and not await mem.has_keys():
+                return None  # no token and no key: the API is open
+            scheme, _, credentials = (_header(scope, b"authorization") or b"").partition(b" ")
+            presented = credentials.strip()
+            if scheme.lower() != b"bearer" or not presented:
+                return Refusal(401, "Unauthorized", UNAUTHORIZED)
+            # compare_digest: the time to reject must not reveal how much of a guess was right.
+            if self.token is not None and secrets.compare_digest(presented, self.token):
+                return None
+            key = await mem.authenticate(presented.decode("latin-1"))
+        except StoreError as exc:
+            log.warning("API keys unreadable: %s: %s", type(exc).__name__, exc)
+            if isinstance(exc, StoreUnavailable):
+                return Refusal(503, "StoreUnavailable", "database unavailable")
+            return Refusal(
+                500, type(exc).__name__, "database error; the server log has the details"
+            )
+        if key is None:
+            return Refusal(401, "Unauthorized", UNAUTHORIZED)
+        reason = refusal_of(key, scope["method"], path)
+        return None if reason is None else Refusal(403, "Forbidden", reason)
 
     def declared_length(self, scope: Scope) -> int | None:
         raw = _header(scope, b"content-length")
@@ -103,21 +194,31 @@ class RequestGuard:
         )
         # Closing the connection spares the server reading a body nobody wants.
         close = [("Connection", "close")] if has_body else []
-        if not self.authorized(scope):
-            detail = "missing or wrong bearer token"
-            headers = [("WWW-Authenticate", "Bearer"), *close]
-            await send_error(send, 401, "Unauthorized", detail, headers)
-            return
-        declared = self.declared_length(scope)
-        if declared is not None and declared > self.max_body_bytes:
-            too_large = PayloadTooLarge(self.max_body_bytes)
-            await send_error(send, 413, "PayloadTooLarge", too_large.detail, close)
-            return
-        if scope["path"] in OPEN_PATHS:
+        path = route_path(scope)
+        if path in OPEN_PATHS:
+            if await self._too_large(scope, send, close):
+                return
             await self._pass_on(scope, receive, send)
             return
         async with self.slots:
+            refused = await self.refusal(scope, path)
+            if refused is not None:
+                bearer = [("WWW-Authenticate", "Bearer")] if refused.status == 401 else []
+                await send_error(
+                    send, refused.status, refused.error, refused.detail, [*bearer, *close]
+                )
+                return
+            if await self._too_large(scope, send, close):
+                return
             await self._pass_on(scope, receive, send)
+
+    async def _too_large(self, scope: Scope, send: Send, close: list[tuple[str, str]]) -> bool:
+        declared = self.declared_length(scope)
+        if declared is None or declared <= self.max_body_bytes:
+            return False
+        too_large = PayloadTooLarge(self.max_body_bytes)
+        await send_error(send, 413, "PayloadTooLarge", too_large.detail, close)
+        return True
 
     async def _pass_on(self, scope: Scope, receive: Receive, send: Send) -> None:
         limit = self.max_body_bytes

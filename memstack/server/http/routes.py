@@ -12,6 +12,7 @@ from pydantic import JsonValue
 from memstack import Document
 from memstack.core.ids import DEFAULT_NAMESPACE
 from memstack.core.settings import Settings
+from memstack.server.http import manage_routes, transfer_routes
 from memstack.server.http.params import (
     ERRORS,
     SESSION,
@@ -247,13 +248,15 @@ def _routes(settings: Settings) -> list[Route]:
         ("POST", "/knowledge/documents", knowledge_add, {"status_code": 201}),
         ("DELETE", "/knowledge/documents/{doc_id}", knowledge_remove, {}),
         ("POST", "/admin/drain", drain, {}),
+        *transfer_routes.ROUTES,
+        *manage_routes.ROUTES,
     ]
 
 
 def router(settings: Settings) -> APIRouter:
     """The /v1 routes; ``n`` of the window is bounded by this app's settings."""
-    auth = [Security(bearer)] if settings.api_token else []
-    v1 = APIRouter(prefix="/v1", responses=ERRORS, dependencies=auth)
+    # Declared always: an API key created at any time closes the API (the guard checks).
+    v1 = APIRouter(prefix="/v1", responses=ERRORS, dependencies=[Security(bearer)])
     for method, path, endpoint, options in _routes(settings):
         v1.add_api_route(path, endpoint, methods=[method], **options)
     return v1

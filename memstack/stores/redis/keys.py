@@ -50,6 +50,11 @@ class Keys:
         characters, so the pattern matches exactly these)."""
         return f"{self.prefix}:session:{{{user_id}/*"
 
+    def session_pattern(self, user_id: str, session_id: str) -> str:
+        """SCAN pattern of every key of one session (window, state, knowledge cache,
+        lock, idempotency marks)."""
+        return self._session(user_id, session_id, "*")
+
     def ingest_stream(self) -> str:
         return f"{self.prefix}:ingest"
 

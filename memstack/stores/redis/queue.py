@@ -303,12 +303,24 @@ class IngestQueue:
         """Remove the queued and dead-lettered jobs of ``user_id`` accepted up to
         ``accepted_until`` (``forget_user``: they hold what the user said); returns how
         many."""
+        return await self.drop_jobs(user_id, accepted_until=accepted_until)
+
+    async def drop_jobs(
+        self,
+        user_id: str,
+        *,
+        accepted_until: datetime,
+        session_id: str | None = None,
+        msg_id: str | None = None,
+    ) -> int:
+        """:meth:`drop_user_jobs` for one session of the user, or one message."""
+        wanted = _Wanted(user_id, session_id, msg_id)
         await self.ensure_group()
         try:
-            queued = await self._jobs_of(self.stream, user_id, accepted_until)
+            queued = await self._jobs_of(self.stream, wanted, accepted_until)
             if queued:
                 await self.ack(queued)
-            dead = await self._jobs_of(self.dead_stream, user_id, accepted_until)
+            dead = await self._jobs_of(self.dead_stream, wanted, accepted_until)
             if dead:
                 await self.redis.xdel(self.dead_stream, *(j.entry_id for j in dead))
         except RedisError as exc:
@@ -317,8 +329,23 @@ class IngestQueue:
             self.journal.remove(j.fields.get("msg_id", "") for j in dead)
         return len(queued) + len(dead)
 
+    async def queued_message(self, user_id: str, msg_id: str) -> Message | None:
+        """The message of a job of ``user_id`` still queued or dead-lettered, if any."""
+        wanted = _Wanted(user_id, None, msg_id)
+        until = datetime.max.replace(tzinfo=UTC)
+        try:
+            for stream in (self.stream, self.dead_stream):
+                for job in await self._jobs_of(stream, wanted, until):
+                    try:
+                        return message_from_job(job)
+                    except ValidationError:
+                        continue
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis: {exc}") from exc
+        return None
+
     async def _jobs_of(
-        self, stream: str, user_id: str, accepted_until: datetime, page: int = 500
+        self, stream: str, wanted: _Wanted, accepted_until: datetime, page: int = 500
     ) -> list[Job]:
         found: list[Job] = []
         start = "-"
@@ -326,7 +353,7 @@ class IngestQueue:
             rows: Any = await self.redis.xrange(stream, min=start, count=page)
             for eid, raw in rows:
                 job = Job(_s(eid), {_s(k): _s(v) for k, v in raw.items()})
-                if job.fields.get("user_id") != user_id:
+                if not wanted.matches(job.fields):
                     continue
                 when = accepted_at(job)
                 if when is None or when <= accepted_until:
@@ -343,6 +370,22 @@ class IngestQueue:
         except RedisError as exc:
             raise StoreUnavailable(f"Redis: {exc}") from exc
         return max(int(info["pending"]), int(backlog))
+
+
+@dataclass(frozen=True)
+class _Wanted:
+    """Which jobs a drop or a lookup is about: a user's, of one session, of one message."""
+
+    user_id: str
+    session_id: str | None
+    msg_id: str | None
+
+    def matches(self, fields: Mapping[str, str]) -> bool:
+        return (
+            fields.get("user_id") == self.user_id
+            and self.session_id in (None, fields.get("session_id"))
+            and self.msg_id in (None, fields.get("msg_id"))
+        )
 
 
 def job_fields(

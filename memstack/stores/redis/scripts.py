@@ -106,6 +106,20 @@ redis.call('EXPIRE', KEYS[2], ARGV[3])
 return #merged
 """
 
+# KEYS: window. ARGV: msg_id, user_id. Removes the message's entries from the window
+# (delete_message); returns how many. One script, so no push between the read and the
+# removal can be lost or kept by mistake.
+REMOVE_FROM_WINDOW = """
+local removed = 0
+for _, raw in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+  local ok, e = pcall(cjson.decode, raw)
+  if ok and type(e) == 'table' and e.msg_id == ARGV[1] and e.user_id == ARGV[2] then
+    removed = removed + redis.call('LREM', KEYS[1], 0, raw)
+  end
+end
+return removed
+"""
+
 # KEYS: lock. ARGV: token. Deletes the lock only if we still own it.
 RELEASE_LOCK = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end

@@ -103,6 +103,7 @@ class WorkingMemory:
         self._set_state = redis.register_script(scripts.SET_STATE)
         self._repair = redis.register_script(scripts.REPAIR_WINDOW)
         self._release = redis.register_script(scripts.RELEASE_LOCK)
+        self._remove = redis.register_script(scripts.REMOVE_FROM_WINDOW)
 
     async def append(
         self,
@@ -267,14 +268,30 @@ class WorkingMemory:
             raise _wrap(exc) from exc
         return datetime.fromtimestamp(int(seconds) + int(micros) / 1_000_000, tz=UTC)
 
+    async def remove_message(self, user_id: str, session_id: str, msg_id: str) -> int:
+        """Take the message out of the session's window; returns how many entries went."""
+        try:
+            return int(
+                await self._remove(
+                    keys=[self.keys.window(user_id, session_id)], args=[msg_id, user_id]
+                )
+            )
+        except RedisError as exc:
+            raise _wrap(exc) from exc
+
     async def forget_user(self, user_id: str) -> int:
         """Delete every Redis key of ``user_id``'s sessions; returns how many."""
+        return await self._delete_matching(self.keys.user_sessions_pattern(user_id))
+
+    async def forget_session(self, user_id: str, session_id: str) -> int:
+        """Delete every Redis key of one session; returns how many."""
+        return await self._delete_matching(self.keys.session_pattern(user_id, session_id))
+
+    async def _delete_matching(self, pattern: str) -> int:
         deleted = 0
         try:
             batch: list[str] = []
-            async for key in self.redis.scan_iter(
-                match=self.keys.user_sessions_pattern(user_id), count=500
-            ):
+            async for key in self.redis.scan_iter(match=pattern, count=500):
                 batch.append(_text(key))
                 if len(batch) >= 500:
                     deleted += int(await self.redis.delete(*batch))

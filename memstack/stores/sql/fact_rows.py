@@ -46,6 +46,10 @@ class StoredFact:
     # The stored value is beyond what a read hands on (READ_MAX_VALUE_BYTES, depth, not
     # JSON): ``value`` is None and the fact is left out of the current facts.
     withheld: bool = False
+    # The message it came from is no longer in the ledger (delete_message,
+    # forget_session): the fact stays, nothing re-derives it. Read by the management
+    # verbs only (facts(), fact_history()); a fact set by hand names no message.
+    source_deleted: bool = False
 
     @property
     def current(self) -> bool:

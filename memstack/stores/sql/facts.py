@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, cast
@@ -24,6 +25,7 @@ from sqlalchemy import (
     Table,
     bindparam,
     delete,
+    func,
     or_,
     select,
     text,
@@ -61,20 +63,36 @@ class Outcome(StrEnum):
     NOTHING_TO_RETRACT = "nothing_to_retract"
 
 
-async def _hold(s: AsyncSession, user_id: str, key: str, accepted_at: datetime | None) -> bool:
+@dataclass(frozen=True)
+class _Source:
+    """The message a fact comes from, as the erasure guard reads it."""
+
+    msg_id: str
+    user_id: str
+    session_id: str
+    accepted_at: datetime | None
+
+
+async def _hold(s: AsyncSession, source: _Source, key: str) -> bool:
     """Take the user's erasure guard and, on PostgreSQL, the (user, key) lock; False when
-    the user was forgotten after the message was accepted."""
-    marks = await erasure.hold_users(s, [user_id])
-    if erasure.forgotten(marks[user_id], accepted_at):
+    the user, the session or the message was erased after the message was accepted."""
+    user_id = source.user_id
+    if await erasure.hold_messages(s, [source]):
         return False
+    await lock_fact_key(s, user_id, key)
+    return True
+
+
+async def lock_fact_key(s: AsyncSession, user_id: str, key: str) -> None:
+    """On PostgreSQL, the (user, key) lock every writer of the key's rows takes (until
+    the transaction ends); SQLite's writers hold the database lock already."""
     if s.get_bind().dialect.name == "postgresql":
         # Writers of one (user, key) queue here instead of colliding on the partial
-        # unique index and retrying; the lock ends with the transaction.
+        # unique index and retrying.
         await s.execute(
             text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"),
             {"k": f"{user_id}\x1f{key}"},
         )
-    return True
 
 
 async def _current(s: AsyncSession, user_id: str, key: str) -> Any:
@@ -120,7 +138,7 @@ async def _write_once(
     at: datetime,
     accepted_at: datetime | None,
 ) -> Outcome:
-    if not await _hold(s, user_id, fact.key, accepted_at):
+    if not await _hold(s, _Source(msg_id, user_id, session_id, accepted_at), fact.key):
         return Outcome.FORGOTTEN
     if await s.scalar(
         select(FactRow.id).where(FactRow.msg_id == msg_id, FactRow.fact_key == fact.key)
@@ -178,12 +196,13 @@ async def _retract_once(
     s: AsyncSession,
     *,
     user_id: str,
+    session_id: str,
     msg_id: str,
     key: str,
     at: datetime,
     accepted_at: datetime | None,
 ) -> Outcome:
-    if not await _hold(s, user_id, key, accepted_at):
+    if not await _hold(s, _Source(msg_id, user_id, session_id, accepted_at), key):
         return Outcome.FORGOTTEN
     # A retraction writes no row of its own: the row it ended (hot or archived) is its
     # record, and a redelivered one finds it there.
@@ -243,6 +262,7 @@ async def write_fact(
                     return await _retract_once(
                         s,
                         user_id=user_id,
+                        session_id=session_id,
                         msg_id=msg_id,
                         key=fact.key,
                         at=at,
@@ -388,6 +408,37 @@ async def record_hits(s: AsyncSession, hits: Mapping[int, tuple[int, datetime]])
             ),
             [{"fid": fid, "n": n, "at": at} for fid, (n, at) in hits.items()],
         )
+
+
+async def find(
+    s: AsyncSession, user_id: str, key: str, *, msg_id: str | None = None, current: bool = False
+) -> StoredFact | None:
+    """The user's row of ``key`` written for ``msg_id``, or ended by it (a retraction), or
+    (``current``) the current one; hot rows only."""
+    stmt = select(*fact_columns(FactRow, s.get_bind().dialect.name)).where(
+        FactRow.user_id == user_id, FactRow.fact_key == key
+    )
+    if msg_id is not None:
+        stmt = stmt.where(or_(FactRow.msg_id == msg_id, FactRow.ended_by_msg_id == msg_id))
+    if current:
+        stmt = stmt.where(FactRow.valid_until.is_(None))
+    row = (await s.execute(stmt.limit(1))).first()
+    return None if row is None else stored_fact(row)
+
+
+async def count_from(
+    s: AsyncSession, user_id: str, *, session_id: str | None = None, msg_id: str | None = None
+) -> int:
+    """How many of the user's facts, hot or archived, came from a session or a message."""
+    total = 0
+    for t in (FactRow, FactArchiveRow):
+        stmt = select(func.count()).select_from(t).where(t.user_id == user_id)
+        if session_id is not None:
+            stmt = stmt.where(t.session_id == session_id)
+        if msg_id is not None:
+            stmt = stmt.where(t.msg_id == msg_id)
+        total += int(await s.scalar(stmt) or 0)
+    return total
 
 
 async def delete_user(s: AsyncSession, user_id: str) -> int:

@@ -250,6 +250,46 @@ async def delete_user(session: AsyncSession, user_id: str) -> int:
     return int(getattr(result, "rowcount", 0) or 0)
 
 
+async def messages_by_id(
+    session: AsyncSession, user_id: str, msg_ids: Sequence[str]
+) -> dict[str, Message]:
+    """The user's messages among ``msg_ids``, by id (another user's are never read)."""
+    if not msg_ids:
+        return {}
+    rows = await session.scalars(
+        select(MessageRow).where(
+            MessageRow.user_id == user_id, MessageRow.msg_id.in_(list(msg_ids))
+        )
+    )
+    return {r.msg_id: _from_row(r) for r in rows}
+
+
+async def existing(session: AsyncSession, msg_ids: Sequence[str]) -> set[str]:
+    """Which of ``msg_ids`` the ledger holds."""
+    ids = sorted(set(msg_ids))
+    found: set[str] = set()
+    for i in range(0, len(ids), 1000):  # bounded statements for a user with many facts
+        rows = await session.scalars(
+            select(MessageRow.msg_id).where(MessageRow.msg_id.in_(ids[i : i + 1000]))
+        )
+        found.update(rows)
+    return found
+
+
+async def delete_message(session: AsyncSession, user_id: str, msg_id: str) -> int:
+    result = await session.execute(
+        delete(MessageRow).where(MessageRow.user_id == user_id, MessageRow.msg_id == msg_id)
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+async def delete_session(session: AsyncSession, user_id: str, session_id: str) -> int:
+    result = await session.execute(
+        delete(MessageRow).where(MessageRow.user_id == user_id, MessageRow.session_id == session_id)
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
 async def users_silent_since(session: AsyncSession, cutoff: datetime) -> list[str]:
     """Users whose newest message is older than ``cutoff``."""
     rows = await session.execute(

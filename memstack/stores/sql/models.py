@@ -205,6 +205,20 @@ class UserRow(Base):
     forgotten_before: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
 
+class ErasureRow(Base):
+    """The erasure mark of one session or one message of a user (``forget_session``,
+    ``delete_message``): nothing of it accepted before ``erased_before`` is written
+    back. A user's own mark is ``UserRow.forgotten_before``; forgetting the user drops
+    these, which that mark covers."""
+
+    __tablename__ = "memory_erasure"
+
+    user_id: Mapped[str] = mapped_column(IdStr, primary_key=True)
+    scope: Mapped[str] = mapped_column(String(16), primary_key=True)  # session | message
+    target: Mapped[str] = mapped_column(MsgIdStr, primary_key=True)
+    erased_before: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
 class KBDocumentRow(Base):
     """The knowledge-base registry: one row per document, its chunks in the
     KB vector store under ids ``namespace:doc_id#chunk_idx``. ``content_hash`` makes a re-add of
@@ -226,3 +240,28 @@ class KBDocumentRow(Base):
     model_version: Mapped[str] = mapped_column(String(128))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class ApiKeyRow(Base):
+    """An API key of the HTTP API: only the SHA-256 of its secret is kept.
+
+    ``user_id`` NULL is an admin key; a user key reaches only that user's memory.
+    ``deployment`` is the key prefix: deployments sharing one database keep their keys
+    apart, as they keep their knowledge-base registries.
+    """
+
+    __tablename__ = "memory_api_key"
+
+    key_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    deployment: Mapped[str] = mapped_column(String(32))
+    user_id: Mapped[str | None] = mapped_column(IdStr, nullable=True)
+    # Space-separated grants beyond a user key's own memory (e.g. "kb:write").
+    scopes: Mapped[str] = mapped_column(String(256), default="")
+    secret_sha256: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+    __table_args__ = (
+        # "Does this deployment have a live key?" is one index probe.
+        Index("ix_api_key_deployment_live", "deployment", "revoked_at"),
+    )

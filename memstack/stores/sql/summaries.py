@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from memstack.core.messages import Message
 from memstack.stores.sql import ledger
@@ -38,10 +39,15 @@ async def exists(s: AsyncSession, session_id: str, last_msg_id: str) -> bool:
 
 
 async def insert(s: AsyncSession, messages: Sequence[Message], content: dict[str, Any]) -> bool:
-    """Store the summary of ``messages`` (one session, oldest first) unless their last
-    message is no longer in the ledger (its user was forgotten meanwhile)."""
+    """Store the summary of ``messages`` (one session, oldest first) unless one of them
+    is no longer in the ledger: its user or session was forgotten, or it was deleted,
+    while the summary was being made (it may quote the message)."""
     first, last = messages[0], messages[-1]
-    if await s.get(MessageRow, last.msg_id) is None:
+    ids = {m.msg_id for m in messages}
+    held = await s.scalar(
+        select(func.count()).select_from(MessageRow).where(MessageRow.msg_id.in_(sorted(ids)))
+    )
+    if held != len(ids):
         return False
     stmt = (
         ledger.dialect_insert(s, SummaryRow)
@@ -90,3 +96,39 @@ async def stored(
 
 async def delete_user(s: AsyncSession, user_id: str) -> None:
     await s.execute(delete(SummaryRow).where(SummaryRow.user_id == user_id))
+
+
+async def delete_session(s: AsyncSession, user_id: str, session_id: str) -> int:
+    result = await s.execute(
+        delete(SummaryRow).where(SummaryRow.user_id == user_id, SummaryRow.session_id == session_id)
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+async def delete_covering(s: AsyncSession, m: Message) -> list[str]:
+    """Delete the summaries of ``m``'s session whose messages include ``m`` (an
+    extractive summary quotes the user's sentences); returns their last message ids. A
+    summary whose first or last message is gone cannot be placed, so it goes too."""
+    first, last = aliased(MessageRow), aliased(MessageRow)
+    rows = await s.execute(
+        select(
+            SummaryRow.id,
+            SummaryRow.last_msg_id,
+            first.created_at,
+            first.msg_id,
+            last.created_at,
+            last.msg_id,
+        )
+        .outerjoin(first, first.msg_id == SummaryRow.first_msg_id)
+        .outerjoin(last, last.msg_id == SummaryRow.last_msg_id)
+        .where(SummaryRow.user_id == m.user_id, SummaryRow.session_id == m.session_id)
+    )
+    key = (m.created_at, m.msg_id)
+    doomed = {
+        sid: last_id
+        for sid, last_id, a_at, a_id, b_at, b_id in rows
+        if a_at is None or b_at is None or (a_at, a_id) <= key <= (b_at, b_id)
+    }
+    if doomed:
+        await s.execute(delete(SummaryRow).where(SummaryRow.id.in_(list(doomed))))
+    return list(doomed.values())

@@ -47,3 +47,12 @@ async def load(sessions: async_sessionmaker[AsyncSession], user_id: str, ref: st
 
 async def delete_user(s: AsyncSession, user_id: str) -> None:
     await s.execute(delete(ToolResultRow).where(ToolResultRow.user_id == user_id))
+
+
+async def delete_session(s: AsyncSession, user_id: str, session_id: str) -> int:
+    result = await s.execute(
+        delete(ToolResultRow).where(
+            ToolResultRow.user_id == user_id, ToolResultRow.session_id == session_id
+        )
+    )
+    return int(getattr(result, "rowcount", 0) or 0)

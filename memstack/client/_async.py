@@ -1,0 +1,246 @@
+""":class:`AsyncMemoryClient`: :class:`memstack.AsyncMemory`'s methods over the HTTP API."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any, TypeVar
+
+import httpx
+
+from memstack import (
+    AddReport,
+    ContextResult,
+    Document,
+    ExportReport,
+    ImportReport,
+    KBDocument,
+    KBHit,
+    Message,
+    SearchHit,
+    SessionOverview,
+    SessionState,
+    StoredFact,
+    StoreStatus,
+    UserOverview,
+    WorkerReport,
+)
+from memstack.client import _ops
+from memstack.client._ops import Progress
+from memstack.client._transfer import (
+    ExportSink,
+    ExportTarget,
+    ImportSource,
+    TransferProgress,
+    export_call,
+    import_call,
+)
+from memstack.client._wire import Call, client_options, error_of, outcome, unreachable
+from memstack.core.ids import DEFAULT_NAMESPACE
+from memstack.core.time import Timestamp
+
+T = TypeVar("T")
+
+
+class AsyncMemoryClient:
+    """``async with AsyncMemoryClient(url, api_key=key) as mem: await mem.remember(...)``
+
+    The coroutines of :class:`memstack.AsyncMemory` that the HTTP API serves, with the
+    same arguments, answers and exceptions (see :mod:`memstack.client`).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._http = httpx.AsyncClient(
+            **client_options(base_url, api_key, timeout_s), transport=transport
+        )
+
+    @property
+    def base_url(self) -> str:
+        return str(self._http.base_url)
+
+    async def _send(self, c: Call[T]) -> T:
+        try:
+            response = await self._http.request(
+                c.method, c.path, params=c.params, content=c.content, headers=c.headers
+            )
+        except httpx.TransportError as exc:
+            raise unreachable(self._http.base_url, c, exc) from exc
+        return outcome(c, response)
+
+    async def _lines(self, c: Call[Any]) -> AsyncGenerator[str, None]:
+        """A streamed answer's lines, each ending with a newline as the library's do."""
+        try:
+            async with self._http.stream(c.method, c.path, params=c.params, headers=c.headers) as r:
+                if not r.is_success:
+                    await r.aread()
+                    raise error_of(r)
+                async for line in r.aiter_lines():
+                    if line:
+                        yield line + "\n"
+        except httpx.TransportError as exc:
+            raise unreachable(self._http.base_url, c, exc) from exc
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncMemoryClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # --- working memory --------------------------------------------------------------------
+    async def remember(
+        self,
+        user_id: str,
+        session_id: str,
+        role: str,
+        content: str,
+        *,
+        msg_id: str | None = None,
+        ts: Timestamp | None = None,
+        name: str | None = None,
+    ) -> str:
+        return await self._send(
+            _ops.remember(user_id, session_id, role, content, msg_id=msg_id, ts=ts, name=name)
+        )
+
+    async def window(self, user_id: str, session_id: str, n: int | None = None) -> list[Message]:
+        return await self._send(_ops.window(user_id, session_id, n))
+
+    async def set_state(self, user_id: str, session_id: str, values: Mapping[str, Any]) -> None:
+        await self._send(_ops.set_state(user_id, session_id, values))
+
+    async def get_state(self, user_id: str, session_id: str) -> SessionState:
+        return await self._send(_ops.get_state(user_id, session_id))
+
+    async def get_tool_result(self, user_id: str, ref: str) -> str:
+        return await self._send(_ops.get_tool_result(user_id, ref))
+
+    # --- the read path -----------------------------------------------------------------------
+    async def context(
+        self,
+        user_id: str,
+        session_id: str,
+        query: str,
+        *,
+        budget_tokens: int | None = None,
+        now: Timestamp | None = None,
+        locale: str | None = None,
+        system: str | None = None,
+    ) -> ContextResult:
+        return await self._send(
+            _ops.context(
+                user_id,
+                session_id,
+                query,
+                budget_tokens=budget_tokens,
+                now=now,
+                locale=locale,
+                system=system,
+            )
+        )
+
+    # --- users, sessions, messages, facts ----------------------------------------------------
+    async def users(self, *, limit: int = 100, offset: int = 0) -> list[UserOverview]:
+        return await self._send(_ops.users(limit=limit, offset=offset))
+
+    async def sessions(self, user_id: str) -> list[SessionOverview]:
+        return await self._send(_ops.sessions(user_id))
+
+    async def messages(
+        self, user_id: str, session_id: str, *, limit: int = 100, offset: int = 0
+    ) -> list[Message]:
+        return await self._send(_ops.messages(user_id, session_id, limit=limit, offset=offset))
+
+    async def facts(self, user_id: str, *, as_of: Timestamp | None = None) -> list[StoredFact]:
+        return await self._send(_ops.facts(user_id, as_of=as_of))
+
+    async def fact_history(self, user_id: str, key: str | None = None) -> list[StoredFact]:
+        return await self._send(_ops.fact_history(user_id, key))
+
+    async def forget_user(self, user_id: str) -> dict[str, int]:
+        return await self._send(_ops.forget_user(user_id))
+
+    async def get_message(self, user_id: str, msg_id: str) -> Message:
+        return await self._send(_ops.get_message(user_id, msg_id))
+
+    async def delete_message(self, user_id: str, msg_id: str) -> dict[str, int]:
+        return await self._send(_ops.delete_message(user_id, msg_id))
+
+    async def forget_session(self, user_id: str, session_id: str) -> dict[str, int]:
+        return await self._send(_ops.forget_session(user_id, session_id))
+
+    async def search(
+        self,
+        user_id: str,
+        query: str,
+        *,
+        limit: int = 10,
+        since: Timestamp | None = None,
+        until: Timestamp | None = None,
+    ) -> list[SearchHit]:
+        return await self._send(_ops.search(user_id, query, limit=limit, since=since, until=until))
+
+    async def set_fact(self, user_id: str, key: str, value: Any) -> StoredFact:
+        return await self._send(_ops.set_fact(user_id, key, value))
+
+    async def delete_fact(self, user_id: str, key: str) -> StoredFact:
+        return await self._send(_ops.delete_fact(user_id, key))
+
+    # --- the knowledge base ------------------------------------------------------------------
+    async def kb_add(
+        self,
+        *sources: Document | str,
+        namespace: str = DEFAULT_NAMESPACE,
+        progress: Progress | None = None,
+    ) -> AddReport:
+        return await self._send(_ops.kb_add(*sources, namespace=namespace, progress=progress))
+
+    async def kb_remove(self, doc_id: str, *, namespace: str = DEFAULT_NAMESPACE) -> KBDocument:
+        return await self._send(_ops.kb_remove(doc_id, namespace=namespace))
+
+    async def kb_list(self, *, namespace: str = DEFAULT_NAMESPACE) -> list[KBDocument]:
+        return await self._send(_ops.kb_list(namespace=namespace))
+
+    async def kb_search(
+        self, query: str, top_k: int | None = None, *, namespace: str = DEFAULT_NAMESPACE
+    ) -> list[KBHit]:
+        return await self._send(_ops.kb_search(query, top_k, namespace=namespace))
+
+    # --- operations ----------------------------------------------------------------------------
+    async def drain(self, *, now: Timestamp | None = None, summarize: bool = True) -> WorkerReport:
+        return await self._send(_ops.drain(now=now, summarize=summarize))
+
+    async def health(self) -> dict[str, StoreStatus]:
+        return await self._send(_ops.health())
+
+    # --- export and import -------------------------------------------------------------------
+    async def export(
+        self,
+        out: ExportTarget,
+        *,
+        user_id: str | None = None,
+        progress: TransferProgress | None = None,
+    ) -> ExportReport:
+        sink = ExportSink(out, progress)
+        lines = self._lines(export_call(user_id))
+        with sink.opened() as write:
+            async for line in lines:
+                write(line)
+        return sink.report
+
+    def export_lines(self, user_id: str | None = None) -> AsyncGenerator[str, None]:
+        """The user id is checked at once; the request is sent when the first line is taken."""
+        return self._lines(export_call(user_id))
+
+    async def import_file(
+        self, source: ImportSource, *, progress: TransferProgress | None = None
+    ) -> ImportReport:
+        return await self._send(import_call(source, progress))

@@ -1,0 +1,168 @@
+"""Routes that read one message back and correct memory by hand: a message by id and its
+deletion, a search of the user's history, facts set and deleted, a session erased."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import Path
+from pydantic import BaseModel, BeforeValidator, Field, JsonValue, WithJsonSchema
+from starlette.convertors import Convertor, register_url_convertor
+
+from memstack import Message
+from memstack.core.ids import MAX_MSG_ID_LEN, MSG_ID_PATTERN
+from memstack.server.http.params import SESSION, MemoryDep, Route, SessionId, UserId
+from memstack.server.manage_schemas import (
+    FACT_KEY_PATTERN,
+    SearchHitOut,
+    SearchHitsOut,
+    SearchLimit,
+    not_null,
+)
+from memstack.server.schemas import (
+    TEXT_PATTERN,
+    FactOut,
+    ForgetOut,
+    MessageOut,
+    Moment,
+    NotBlank,
+)
+
+MsgId = Annotated[
+    str,
+    Path(
+        pattern=MSG_ID_PATTERN,
+        min_length=1,
+        max_length=MAX_MSG_ID_LEN,
+        description="A message id as `remember` returned it (it may hold one `/`).",
+    ),
+]
+FactKey = Annotated[
+    str,
+    Path(
+        pattern=FACT_KEY_PATTERN,
+        min_length=1,
+        max_length=128,
+        description="A fact key; a synonym of the vocabulary's names its key (budget: "
+        "budget_limit). Not `history`, which is the facts' history here (use the library).",
+    ),
+]
+
+
+# Any JSON but null, without NUL characters; size (MEMSTACK_MAX_FACT_VALUE_BYTES) and
+# depth (8) are beyond JSON Schema and checked by the library. Nested values reuse the
+# task state's schema (routes.STATE_VALUE).
+_NESTED: dict[str, Any] = {"$ref": "#/components/schemas/StateValue"}
+FactValue = Annotated[
+    JsonValue,
+    BeforeValidator(not_null),
+    WithJsonSchema(
+        {
+            "description": "Any JSON value but null, without NUL characters, nested at most 8 "
+            "deep, at most MEMSTACK_MAX_FACT_VALUE_BYTES as JSON. A key of the vocabulary "
+            "(docs/facts.md) shapes it as extraction does: budget_limit reads an amount.",
+            "anyOf": [
+                {"type": "string", "pattern": TEXT_PATTERN},
+                {"type": "number"},
+                {"type": "boolean"},
+                {"type": "array", "items": _NESTED},
+                {
+                    "type": "object",
+                    "propertyNames": {"pattern": TEXT_PATTERN},
+                    "additionalProperties": _NESTED,
+                },
+            ],
+        }
+    ),
+]
+
+
+class _FactKeyPath(Convertor[str]):
+    """A fact key in a path, never ``history``: ``.../facts/history`` is the history's
+    route, and would otherwise also be a key's (its OPTIONS would offer PUT, DELETE)."""
+
+    regex = r"(?!history$)[^/]+"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("memstack_fact_key", _FactKeyPath())
+
+
+class StoredMessageOut(MessageOut):
+    session_id: str
+
+
+class SearchIn(BaseModel):
+    query: NotBlank = Field(
+        description="At most MEMSTACK_MAX_MESSAGE_BYTES (default 64 KiB) of UTF-8."
+    )
+    limit: SearchLimit = 10
+    since: Moment | None = Field(
+        default=None, description="Messages created at or after this moment only."
+    )
+    until: Moment | None = Field(
+        default=None,
+        description="Messages created at or before this moment only; not before since.",
+    )
+
+
+class FactIn(BaseModel):
+    value: FactValue
+
+
+def _stored(m: Message) -> StoredMessageOut:
+    base = MessageOut.of(m)
+    return StoredMessageOut(**base.model_dump(), session_id=m.session_id)
+
+
+async def get_message(user_id: UserId, msg_id: MsgId, mem: MemoryDep) -> StoredMessageOut:
+    """One message of the user: from the ledger, or the window while not yet stored. 404
+    for a message the user does not have."""
+    return _stored(await mem.get_message(user_id, msg_id))
+
+
+async def delete_message(user_id: UserId, msg_id: MsgId, mem: MemoryDep) -> ForgetOut:
+    """Erase one message in every layer (window, queued job, ledger, vectors, summaries
+    that include it); the facts it stated stay, marked `source_deleted`."""
+    return ForgetOut(deleted=await mem.delete_message(user_id, msg_id))
+
+
+async def search(user_id: UserId, body: SearchIn, mem: MemoryDep) -> SearchHitsOut:
+    """The user's messages that best answer `query`, ranked as `context` ranks them,
+    without its filters or budget; `since` and `until` bound their times."""
+    hits = await mem.search(
+        user_id, body.query, limit=body.limit, since=body.since, until=body.until
+    )
+    return SearchHitsOut(hits=[SearchHitOut.model_validate(h) for h in hits])
+
+
+async def set_fact(user_id: UserId, key: FactKey, body: FactIn, mem: MemoryDep) -> FactOut:
+    """Set a fact by hand (source user_stated, confidence 1): a different current value is
+    superseded and kept in the history. Answers the current row."""
+    return FactOut.model_validate(await mem.set_fact(user_id, key, body.value))
+
+
+async def delete_fact(user_id: UserId, key: FactKey, mem: MemoryDep) -> FactOut:
+    """End the current value of a fact; it stays in the history. 404 if it has none."""
+    return FactOut.model_validate(await mem.delete_fact(user_id, key))
+
+
+async def forget_session(user_id: UserId, session_id: SessionId, mem: MemoryDep) -> ForgetOut:
+    """Erase one session in every layer; the user's facts stay, those it stated marked
+    `source_deleted`."""
+    return ForgetOut(deleted=await mem.forget_session(user_id, session_id))
+
+
+ROUTES: list[Route] = [
+    ("GET", "/users/{user_id}/messages/{msg_id:path}", get_message, {}),
+    ("DELETE", "/users/{user_id}/messages/{msg_id:path}", delete_message, {}),
+    ("POST", "/users/{user_id}/search", search, {}),
+    ("PUT", "/users/{user_id}/facts/{key:memstack_fact_key}", set_fact, {}),
+    ("DELETE", "/users/{user_id}/facts/{key:memstack_fact_key}", delete_fact, {}),
+    ("DELETE", SESSION, forget_session, {}),
+]

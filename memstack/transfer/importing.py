@@ -1,0 +1,350 @@
+"""Reading an export into a deployment, empty or not.
+
+The file is read three times. First it is checked whole, no store touched: every line
+parsed and every record checked (:mod:`memstack.transfer.records`), ids unique within
+it, links inside it, the end record present; then its ids are looked up here, and one
+another user holds here refuses the file. Nothing is written before both passed, so a
+bad file changes nothing. The second pass writes the ledger rows, facts, summaries and
+tool results in one transaction. After it, the exchange units of each imported session
+are derived from the ledger and embedded with this deployment's embedder, as
+``memstack reindex`` does, and the summaries' chunks too; the third pass sets the task
+state and stores the knowledge-base documents. Each of those steps is idempotent, so an
+import stopped there (a store down) is finished by running it again, and a file
+imported twice writes nothing the second time.
+
+Erasure marks are not consulted: an import is an operator's deliberate write, and a
+user forgotten here and then imported is there again.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from memstack.core.errors import ValidationError
+from memstack.core.messages import Message
+from memstack.core.settings import Settings
+from memstack.ingest.maintenance import rebuild_session
+from memstack.ingest.pipeline import Ingestor
+from memstack.ingest.summaries import summary_record
+from memstack.knowledge.base import KnowledgeBase
+from memstack.stores.redis.transfer_state import mark_windows_incomplete
+from memstack.stores.redis.working_memory import WorkingMemory
+from memstack.stores.sql import db, erasure, transfer_rows
+from memstack.stores.sql import summaries as summary_rows
+from memstack.stores.sql.transfer_rows import FactData, SummaryData, ToolResultData
+from memstack.stores.vectors.base import VectorRecord
+from memstack.transfer import records
+from memstack.transfer.records import DocumentData, Header, Limits, StateData
+
+# Called with (stage, done, total): "checking" (lines; total 0 while unknown),
+# "writing" (records), "embedding" (messages), "state and knowledge" (records).
+TransferProgress = Callable[[str, int, int], None]
+ImportSource = str | os.PathLike[str] | bytes | IO[bytes] | IO[str]
+# Rows per INSERT.
+WRITE_BATCH = 200
+
+
+@dataclass
+class ImportReport:
+    """What an import found and did: records of the file by type, and what each wrote
+    that was not here yet (messages, facts, summaries and tool results: new rows; state:
+    sessions set; document: documents added or replaced)."""
+
+    users: list[str] = field(default_factory=list)
+    records: dict[str, int] = field(default_factory=dict)
+    written: dict[str, int] = field(default_factory=dict)
+
+
+@contextmanager
+def _seekable(source: ImportSource) -> Iterator[IO[bytes]]:
+    """The source as a binary file that can be read again from where it starts."""
+    if isinstance(source, bytes):
+        yield io.BytesIO(source)
+    elif isinstance(source, str | os.PathLike):
+        with Path(source).open("rb") as f:
+            yield f
+    elif isinstance(source, io.TextIOBase) or not source.seekable():
+        # Text, or a stream read once: spooled (to disk past 8 MiB) to be read again.
+        with tempfile.SpooledTemporaryFile(max_size=8 * 1024 * 1024) as spool:
+            while chunk := source.read(1 << 20):
+                spool.write(chunk.encode("utf-8") if isinstance(chunk, str) else chunk)
+            spool.seek(0)
+            yield spool
+    else:
+        yield source  # type: ignore[misc]
+
+
+class _Reader:
+    """The lines of the file as parsed objects, from its start, as often as asked."""
+
+    def __init__(self, f: IO[bytes]) -> None:
+        self.f = f
+        self.start = f.tell() if f.seekable() else 0
+
+    def objects(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        self.f.seek(self.start)
+        n = 0
+        while raw := self.f.readline(records.MAX_LINE_BYTES + 1):
+            n += 1
+            if len(raw) > records.MAX_LINE_BYTES:
+                raise ValidationError(
+                    f"line {n}: longer than {records.MAX_LINE_BYTES} bytes; not an export"
+                )
+            obj = records.parse_line(raw, n)
+            if obj is not None:
+                yield n, obj
+
+    def records(self, header: Header, limits: Limits) -> Iterator[tuple[int, records.Record]]:
+        users = frozenset(header.users)
+        for n, obj in self.objects():
+            if obj.get("type") not in ("header", "end"):
+                yield n, records.read_record(obj, n, users, limits)
+
+
+@dataclass
+class _Plan:
+    """What the checking pass learnt: the header, the counts, and every id with its line."""
+
+    header: Header
+    counts: Counter[str] = field(default_factory=Counter)
+    lines: int = 0
+    messages: dict[str, tuple[str, int]] = field(default_factory=dict)
+    facts: dict[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
+    fact_ids: dict[int, int] = field(default_factory=dict)
+    links: list[tuple[int, int]] = field(default_factory=list)
+    current: dict[tuple[str, str], int] = field(default_factory=dict)
+    summaries: dict[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
+    tool_results: dict[str, tuple[str, int]] = field(default_factory=dict)
+    states: dict[tuple[str, str], int] = field(default_factory=dict)
+    documents: dict[tuple[str, str], int] = field(default_factory=dict)
+    sessions: set[tuple[str, str]] = field(default_factory=set)
+    users: set[str] = field(default_factory=set)
+
+    def note(self, n: int, r: records.Record) -> None:
+        """Count ``r`` and refuse an id the file already used."""
+        self.counts[records.kind_of(r)] += 1
+        if isinstance(r, Message):
+            _once(self.messages, r.msg_id, (r.user_id, n), n, f"msg_id {r.msg_id!r}")
+            self.sessions.add((r.user_id, r.session_id))
+        elif isinstance(r, FactData):
+            key = (r.msg_id, r.fact_key)
+            _once(self.facts, key, (r.user_id, n), n, f"the fact {r.fact_key!r} of {r.msg_id!r}")
+            _once(self.fact_ids, r.id, n, n, f"fact id {r.id}")
+            if r.supersedes_id is not None:
+                self.links.append((r.supersedes_id, n))
+            if r.valid_until is None:
+                what = f"a current value of {r.fact_key!r} for user {r.user_id!r}"
+                _once(self.current, (r.user_id, r.fact_key), n, n, what)
+        elif isinstance(r, SummaryData):
+            key = (r.session_id, r.last_msg_id)
+            _once(self.summaries, key, (r.user_id, n), n, f"the summary ending {r.last_msg_id!r}")
+        elif isinstance(r, ToolResultData):
+            _once(self.tool_results, r.ref, (r.user_id, n), n, f"tool result {r.ref!r}")
+        elif isinstance(r, StateData):
+            key = (r.user_id, r.session_id)
+            _once(self.states, key, n, n, f"the state of session {r.session_id!r}")
+        else:
+            key = (r.namespace, r.doc_id)
+            _once(self.documents, key, n, n, f"document {r.doc_id!r} of {r.namespace!r}")
+        if not isinstance(r, DocumentData | StateData):
+            self.users.add(r.user_id)
+
+
+def _once(seen: dict[Any, Any], key: Any, value: Any, n: int, what: str) -> None:
+    if key in seen:
+        first = seen[key]
+        line = first[1] if isinstance(first, tuple) else first
+        raise ValidationError(f"line {n}: {what} appears twice in the file (first on line {line})")
+    seen[key] = value
+
+
+def _check(reader: _Reader, limits: Limits, progress: TransferProgress | None) -> _Plan:
+    """The first pass: every line read and checked; nothing is written."""
+    header: Header | None = None
+    end: int | None = None
+    plan: _Plan | None = None
+    last = 0
+    for n, obj in reader.objects():
+        last = n
+        if progress is not None and n % 1000 == 0:
+            progress("checking", n, 0)
+        if header is None:
+            header = records.read_header(obj, n)
+            plan = _Plan(header)
+            continue
+        assert plan is not None
+        if end is not None:
+            raise ValidationError(f"line {n}: a record after the end record")
+        if obj.get("type") == "end":
+            end = records.read_end(obj, n)
+            continue
+        plan.note(n, records.read_record(obj, n, frozenset(header.users), limits))
+        plan.lines += 1
+    if plan is None:
+        raise ValidationError("the file is empty: an export begins with its header line")
+    if end is None:
+        raise ValidationError(
+            f"the file ends at line {last} without its end record: it was cut short"
+        )
+    if end != plan.lines:
+        raise ValidationError(f"the end record counts {end} records; the file holds {plan.lines}")
+    for target, n in plan.links:
+        if target not in plan.fact_ids:
+            raise ValidationError(f"line {n}: supersedes_id {target} names no fact of the file")
+    return plan
+
+
+async def _check_here(s: AsyncSession, plan: _Plan) -> None:
+    """Refuse the file when an id of it belongs to another user here."""
+    checks: list[tuple[str, dict[Any, tuple[str, int]], dict[Any, str]]] = [
+        ("msg_id", plan.messages, await transfer_rows.message_owners(s, list(plan.messages))),
+        ("fact", plan.facts, await transfer_rows.fact_owners(s, list(plan.facts))),
+        ("summary", plan.summaries, await transfer_rows.summary_owners(s, list(plan.summaries))),
+        (
+            "tool result",
+            plan.tool_results,
+            await transfer_rows.tool_result_owners(s, list(plan.tool_results)),
+        ),
+    ]
+    for what, ids, owners in checks:
+        for key, owner in owners.items():
+            user, n = ids[key]
+            if owner != user:
+                raise ValidationError(
+                    f"line {n}: this {what} ({key!r}) belongs to another user in this "
+                    "deployment; nothing was imported"
+                )
+
+
+@dataclass
+class Importer:
+    settings: Settings
+    sessions: async_sessionmaker[AsyncSession]
+    working: WorkingMemory
+    ingestor: Callable[[], Awaitable[Ingestor]]
+    knowledge: Callable[[str], Awaitable[KnowledgeBase]]
+    progress: TransferProgress | None = None
+
+    async def run(self, source: ImportSource) -> ImportReport:
+        limits = Limits.of(self.settings)
+        with _seekable(source) as f:
+            reader = _Reader(f)
+            plan = _check(reader, limits, self.progress)
+            async with db.guarded("import"), self.sessions() as s:
+                await _check_here(s, plan)
+            report = ImportReport(list(plan.header.users), dict(plan.counts))
+            await self._rows(reader, plan, limits, report)
+            await self._vectors(plan, report)
+            await self._state_and_knowledge(reader, plan, limits, report)
+        return report
+
+    def _tick(self, stage: str, done: int, total: int) -> None:
+        if self.progress is not None:
+            self.progress(stage, done, total)
+
+    async def _rows(
+        self, reader: _Reader, plan: _Plan, limits: Limits, report: ImportReport
+    ) -> None:
+        """The second pass: the SQL rows, in one transaction."""
+        written: Counter[str] = Counter()
+        facts: list[FactData] = []
+        batch: dict[str, list[Any]] = {"message": [], "summary": [], "tool_result": []}
+        total = sum(plan.counts[k] for k in ("message", "fact", "summary", "tool_result"))
+        done = 0
+
+        async def flush(s: AsyncSession) -> None:
+            nonlocal done
+            written["message"] += await transfer_rows.insert_messages(s, batch["message"])
+            written["summary"] += await transfer_rows.insert_summaries(s, batch["summary"])
+            written["tool_result"] += await transfer_rows.insert_tool_results(
+                s, batch["tool_result"]
+            )
+            done += sum(len(rows) for rows in batch.values())
+            for rows in batch.values():
+                rows.clear()
+            self._tick("writing", done + len(facts), total)
+
+        async with db.guarded("import"), self.sessions.begin() as s:
+            if plan.users:
+                await erasure.ensure_users(s, plan.users, datetime.now(UTC))
+                # Held to the end: a forget_user meanwhile waits, then erases the import.
+                await erasure.hold_users(s, plan.users)
+            for _n, r in reader.records(plan.header, limits):
+                if isinstance(r, FactData):
+                    facts.append(r)
+                elif not isinstance(r, StateData | DocumentData):
+                    batch[records.kind_of(r)].append(r)
+                    if sum(len(rows) for rows in batch.values()) >= WRITE_BATCH:
+                        await flush(s)
+            await flush(s)
+            written["fact"] = await transfer_rows.write_facts(s, facts)
+        self._tick("writing", total, total)
+        report.written.update(written)
+
+    async def _vectors(self, plan: _Plan, report: ImportReport) -> None:
+        """Chunks of every imported session and summary, embedded here."""
+        if not plan.sessions and not plan.summaries:
+            return
+        ingestor = await self.ingestor()
+        total, done = plan.counts["message"], 0
+
+        def counted(messages: int, _chunks: int) -> None:
+            nonlocal done
+            done += messages
+            self._tick("embedding", done, total)
+
+        async with db.guarded("import"):
+            for user_id, session_id in sorted(plan.sessions):
+                await rebuild_session(ingestor, user_id, session_id, clear=True, on_batch=counted)
+            chunks = await self._summary_records(plan, ingestor.embedder.model_version)
+        for i in range(0, len(chunks), 256):
+            await ingestor.store(chunks[i : i + 256])
+        await mark_windows_incomplete(self.working, plan.sessions)
+
+    async def _summary_records(self, plan: _Plan, model_version: str) -> list[VectorRecord]:
+        out: list[VectorRecord] = []
+        async with self.sessions() as s:
+            for user_id in sorted({user for user, _n in plan.summaries.values()}):
+                for r in await summary_rows.stored(s, user_id):
+                    if (r.session_id, r.last_msg_id) not in plan.summaries:
+                        continue
+                    record = summary_record(
+                        r.user_id, r.session_id, r.last_msg_id, r.last_at, r.content, model_version
+                    )
+                    if record is not None:
+                        out.append(record)
+        return out
+
+    async def _state_and_knowledge(
+        self, reader: _Reader, plan: _Plan, limits: Limits, report: ImportReport
+    ) -> None:
+        """The third pass: task state into Redis, documents into the knowledge base."""
+        total = plan.counts["state"] + plan.counts["document"]
+        if not total:
+            return
+        done = states = documents = 0
+        for _n, r in reader.records(plan.header, limits):
+            if isinstance(r, StateData):
+                await self.working.set_state(r.user_id, r.session_id, r.fields)
+                states += 1
+            elif isinstance(r, DocumentData):
+                kb = await self.knowledge(r.namespace)
+                result = await kb.restore(r.doc_id, r.title, r.source, r.content_hash, r.chunks)
+                documents += result.status != "unchanged"
+            else:
+                continue
+            done += 1
+            self._tick("state and knowledge", done, total)
+        report.written["state"] = states
+        report.written["document"] = documents

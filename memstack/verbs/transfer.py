@@ -1,0 +1,93 @@
+"""Moving memory out of a deployment and into another: export and import (JSON Lines, see
+:mod:`memstack.transfer.records`).
+
+A mixin of :class:`memstack.AsyncMemory`, which supplies the stores it names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING
+
+from memstack.core.ids import DEFAULT_NAMESPACE, validate_id
+from memstack.transfer.exporting import Exporter, ExportReport, ExportTarget, write_export
+from memstack.transfer.importing import Importer, ImportReport, ImportSource, TransferProgress
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+    from memstack.core.settings import Settings
+    from memstack.ingest.pipeline import Ingestor
+    from memstack.ingest.worker import Worker
+    from memstack.knowledge.base import KnowledgeBase
+    from memstack.stores.redis.working_memory import WorkingMemory
+
+
+class Portability:
+    if TYPE_CHECKING:
+        settings: Settings
+        db_sessions: async_sessionmaker[AsyncSession]
+        working: WorkingMemory
+
+        async def worker(self) -> Worker: ...
+
+        async def knowledge_base(self, namespace: str = DEFAULT_NAMESPACE) -> KnowledgeBase: ...
+
+    def _exporter(self, user_id: str | None, progress: TransferProgress | None) -> Exporter:
+        if user_id is not None:
+            validate_id("user_id", user_id)
+        return Exporter(
+            self.settings,
+            self.db_sessions,
+            self.working,
+            self.knowledge_base,
+            user_id=user_id,
+            progress=progress,
+        )
+
+    async def export(
+        self,
+        out: ExportTarget,
+        *,
+        user_id: str | None = None,
+        progress: TransferProgress | None = None,
+    ) -> ExportReport:
+        """Write ``user_id``'s memory, or with ``user_id=None`` every user's and the
+        knowledge base, to ``out`` (a path, or a binary or text stream) as JSON Lines:
+        the ledger, the whole fact history, summaries, tool results and task state. A path
+        is written under a temporary name and renamed once complete. Messages still in the
+        ingest queue are not in the ledger yet: drain first. ``progress(stage, done,
+        total)`` is called after each user."""
+        return await write_export(self._exporter(user_id, progress), out)
+
+    def export_lines(self, user_id: str | None = None) -> AsyncGenerator[str, None]:
+        """The export :meth:`export` writes, line by line (``async for``); the user id is
+        checked at once, the stores are read as the lines are taken."""
+        return self._exporter(user_id, None).lines()
+
+    async def import_file(
+        self, source: ImportSource, *, progress: TransferProgress | None = None
+    ) -> ImportReport:
+        """Read an export (a path, the file's bytes, or a binary or text stream) into this
+        deployment: rows already here are kept (importing twice changes nothing), messages
+        and summaries are embedded with this deployment's embedder, facts are written as
+        they were (never extracted again).
+
+        The whole file is checked before anything is written: a bad line, a record of an
+        unknown type or version, a missing field, a file cut short, or an id that belongs
+        to another user here raises :class:`~memstack.core.errors.ValidationError`
+        naming the line, and nothing changes. ``progress(stage, done, total)``: see
+        :data:`~memstack.transfer.importing.TransferProgress`."""
+
+        async def ingestor() -> Ingestor:
+            return (await self.worker()).ingestor
+
+        importer = Importer(
+            self.settings,
+            self.db_sessions,
+            self.working,
+            ingestor,
+            self.knowledge_base,
+            progress,
+        )
+        return await importer.run(source)
