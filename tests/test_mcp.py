@@ -27,8 +27,11 @@ TOOLS = {
     "remember",
     "recall_context",
     "facts",
+    "list_users",
     "list_sessions",
     "read_messages",
+    "get_message",
+    "delete_message",
     "forget_user",
     "search_memory",
     "set_fact",
@@ -290,3 +293,26 @@ async def test_sessions_and_messages_read_back_what_was_said(any_settings: Setti
         assert page["next_offset"] == 2
         bad = await call(client, "read_messages", user_id=user, session_id=session, limit=0)
         assert bad.is_error
+
+
+async def test_one_message_read_and_deleted_and_the_users_listed(any_settings: Settings) -> None:
+    user, other, session = new_id("u"), new_id("u"), new_id("s")
+    async with connect(any_settings, inline_ingest=True) as client:
+        await tell(client, user, session, "I moved to Lisbon.", "Noted.")
+        await tell(client, other, session, "I live in Oslo.")
+        [first, _] = (await ok(client, "read_messages", user_id=user, session_id=session))[
+            "messages"
+        ]
+        got = await ok(client, "get_message", user_id=user, msg_id=first["msg_id"])
+        assert (got["content"], got["session_id"]) == ("I moved to Lisbon.", session)
+        # Another user's id for the same message is not found, never shown.
+        assert (await call(client, "get_message", user_id=other, msg_id=first["msg_id"])).is_error
+        assert (await call(client, "get_message", user_id=user, msg_id="no/such:id")).is_error
+        deleted = await ok(client, "delete_message", user_id=user, msg_id=first["msg_id"])
+        assert deleted["deleted"]["messages"] == 1
+        assert (await call(client, "get_message", user_id=user, msg_id=first["msg_id"])).is_error
+        page = await ok(client, "read_messages", user_id=user, session_id=session)
+        assert [m["content"] for m in page["messages"]] == ["Noted."]
+        users = {u["user_id"]: u for u in (await ok(client, "list_users"))["users"]}
+        assert users[user]["messages"] == 1 and users[other]["messages"] == 1
+        assert (await call(client, "list_users", limit=0)).is_error

@@ -58,7 +58,8 @@ async def test_a_pinned_server_shows_no_user_id_and_no_destructive_tool(
     async with Client(server) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert "forget_user" in DESTRUCTIVE
-        assert set(tools) == TOOLS - DESTRUCTIVE | {"whoami"}
+        # Nor a tool that reaches every user without naming one.
+        assert set(tools) == TOOLS - DESTRUCTIVE - {"list_users"} | {"whoami"}
         for tool in tools.values():
             assert "user_id" not in tool.input_schema["properties"], tool.name
             assert "user_id" not in tool.input_schema.get("required", []), tool.name
@@ -81,6 +82,7 @@ async def test_allow_forget_offers_the_destructive_tools_pinned_too(
     async with Client(server) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert DESTRUCTIVE | {"wipe_everything"} <= set(tools)
+        assert "list_users" not in tools
         assert tools["forget_user"].input_schema["properties"] == {}
         assert text_of(await call(client, "wipe_everything", user_id="bob")) == "wiped alice"
     # Unpinned servers keep today's tools; --no-forget leaves the destructive ones out.
@@ -144,7 +146,7 @@ async def test_memstack_mcp_user_over_stdio(tmp_path: Path) -> None:
     )
     async with Client(params) as client:
         tools = (await client.list_tools()).tools
-        assert {t.name for t in tools} == TOOLS - DESTRUCTIVE
+        assert {t.name for t in tools} == TOOLS - DESTRUCTIVE - {"list_users"}
         assert all("user_id" not in t.input_schema["properties"] for t in tools)
         await ok(client, "remember", session_id="s1", role="user", content="I live in Porto.")
         page = await ok(client, "read_messages", session_id="s1")

@@ -9,8 +9,9 @@ from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
+from memstack import Message
 from memstack.core.ids import MAX_MSG_ID_LEN, MSG_ID_PATTERN
-from memstack.server.schemas import PATTERN_MEANING, _json_integer
+from memstack.server.schemas import PATTERN_MEANING, MessageOut, _json_integer
 
 # memstack.verbs.reading.MAX_SEARCH: hits of one search.
 MAX_SEARCH = 100
@@ -68,3 +69,13 @@ class SearchHitOut(BaseModel):
 
 class SearchHitsOut(BaseModel):
     hits: list[SearchHitOut] = Field(description="Best first.")
+
+
+class StoredMessageOut(MessageOut):
+    """A message with its session: what get_message answers, found by its id alone."""
+
+    session_id: str
+
+    @classmethod
+    def of(cls, m: Message) -> StoredMessageOut:
+        return cls(**MessageOut.of(m).model_dump(), session_id=m.session_id)

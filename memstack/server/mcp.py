@@ -33,6 +33,7 @@ from memstack.server.manage_schemas import (
     SearchHitOut,
     SearchHitsOut,
     SearchLimit,
+    StoredMessageOut,
 )
 from memstack.server.schemas import (
     FactOut,
@@ -46,14 +47,17 @@ from memstack.server.schemas import (
     RememberOut,
     SessionOut,
     SessionsOut,
+    UserOut,
+    UsersOut,
 )
 
 INSTRUCTIONS = (
     "Long-term memory of users across sessions. Call `remember` with every user and "
     "assistant turn; call `recall_context` with the user's new message to get what memory "
     "knows (facts, related history, recent dialogue) as prompt text; `facts` lists what "
-    "the user has stated (with `as_of`, what held at an earlier time); `list_sessions` and "
-    "`read_messages` page through what was stored; `search_memory` finds the stored "
+    "the user has stated (with `as_of`, what held at an earlier time); `list_users`, "
+    "`list_sessions`, `read_messages` and `get_message` read what was stored; `delete_message` "
+    "erases one message; `search_memory` finds the stored "
     "messages that answer a question; `set_fact` and `delete_fact` correct a fact the user "
     "states or withdraws; `forget_session` erases one conversation, `forget_user` a user "
     "everywhere; `knowledge_search` searches the document knowledge base."
@@ -188,6 +192,43 @@ async def read_messages(
     return LedgerOut.page(found, limit=limit, offset=offset)
 
 
+async def list_users(
+    ctx: ToolContext,
+    limit: Annotated[int, Field(ge=1, le=1000, description="Users per page.")] = 100,
+    offset: Annotated[int, Field(ge=0, description="Users to skip.")] = 0,
+) -> UsersOut:
+    """Users with stored messages, by id, with their session and message counts and the
+    time of their last message. (Not offered by a server pinned to one user.)"""
+    served = _served(ctx)
+    with _as_tool_errors():
+        await served.catch_up()
+        found = await served.memory.users(limit=limit, offset=offset)
+    return UsersOut(users=[UserOut.model_validate(u) for u in found])
+
+
+async def get_message(
+    user_id: UserId,
+    msg_id: Annotated[str, Field(description="The id `remember` returned.")],
+    ctx: ToolContext,
+) -> StoredMessageOut:
+    """One message of the user by its id, with its session."""
+    served = _served(ctx)
+    with _as_tool_errors():
+        return StoredMessageOut.of(await served.memory.get_message(user_id, msg_id))
+
+
+async def delete_message(
+    user_id: UserId,
+    msg_id: Annotated[str, Field(description="The id `remember` returned.")],
+    ctx: ToolContext,
+) -> ForgetOut:
+    """Erase one message in every layer; the facts it stated stay, marked as from a
+    deleted source. Cannot be undone."""
+    with _as_tool_errors():
+        deleted = await _served(ctx).memory.delete_message(user_id, msg_id)
+    return ForgetOut(deleted=deleted)
+
+
 async def forget_user(user_id: UserId, ctx: ToolContext) -> ForgetOut:
     """Erase everything memory holds about the user, in every layer. Cannot be undone."""
     with _as_tool_errors():
@@ -275,8 +316,11 @@ TOOLS = (
     (remember, ADDITIVE),
     (recall_context, READ_ONLY),
     (facts, READ_ONLY),
+    (list_users, READ_ONLY),
     (list_sessions, READ_ONLY),
     (read_messages, READ_ONLY),
+    (get_message, READ_ONLY),
+    (delete_message, ERASING),
     (forget_user, ERASING),
     (search_memory, READ_ONLY),
     (set_fact, ADDITIVE),
@@ -285,6 +329,8 @@ TOOLS = (
     (knowledge_search, READ_ONLY),
 )
 
+# Tools that reach every user without naming one: never on a server pinned to one user.
+ACROSS_USERS = frozenset({list_users})
 
 PINNED = (
     " This server serves the memory of one user only: tools take no user_id, and no "
@@ -366,7 +412,7 @@ def create_server(
         "memstack", instructions=instructions, version="0.1.0", lifespan=lifespan
     )
     for tool, hints in TOOLS:
-        if destructive(hints) and not erasing:
+        if (destructive(hints) and not erasing) or (user_id is not None and tool in ACROSS_USERS):
             continue
         server.add_tool(tool if user_id is None else pinned(tool, user_id), annotations=hints)
     return server

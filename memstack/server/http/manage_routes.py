@@ -9,7 +9,6 @@ from fastapi import Path
 from pydantic import BaseModel, BeforeValidator, Field, JsonValue, WithJsonSchema
 from starlette.convertors import Convertor, register_url_convertor
 
-from memstack import Message
 from memstack.core.ids import MAX_MSG_ID_LEN, MSG_ID_PATTERN
 from memstack.server.http.params import SESSION, MemoryDep, Route, SessionId, UserId
 from memstack.server.manage_schemas import (
@@ -17,13 +16,13 @@ from memstack.server.manage_schemas import (
     SearchHitOut,
     SearchHitsOut,
     SearchLimit,
+    StoredMessageOut,
     not_null,
 )
 from memstack.server.schemas import (
     TEXT_PATTERN,
     FactOut,
     ForgetOut,
-    MessageOut,
     Moment,
     NotBlank,
 )
@@ -93,10 +92,6 @@ class _FactKeyPath(Convertor[str]):
 register_url_convertor("memstack_fact_key", _FactKeyPath())
 
 
-class StoredMessageOut(MessageOut):
-    session_id: str
-
-
 class SearchIn(BaseModel):
     query: NotBlank = Field(
         description="At most MEMSTACK_MAX_MESSAGE_BYTES (default 64 KiB) of UTF-8."
@@ -115,15 +110,10 @@ class FactIn(BaseModel):
     value: FactValue
 
 
-def _stored(m: Message) -> StoredMessageOut:
-    base = MessageOut.of(m)
-    return StoredMessageOut(**base.model_dump(), session_id=m.session_id)
-
-
 async def get_message(user_id: UserId, msg_id: MsgId, mem: MemoryDep) -> StoredMessageOut:
     """One message of the user: from the ledger, or the window while not yet stored. 404
     for a message the user does not have."""
-    return _stored(await mem.get_message(user_id, msg_id))
+    return StoredMessageOut.of(await mem.get_message(user_id, msg_id))
 
 
 async def delete_message(user_id: UserId, msg_id: MsgId, mem: MemoryDep) -> ForgetOut:
