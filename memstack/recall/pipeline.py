@@ -237,10 +237,22 @@ class Recall:
     ) -> list[Candidate]:
         """The history candidates that pass the filters, best first; the manifest gets
         the drops."""
+        ranked, dropped, rows = await self.ranked(g, req, window_ids)
+        manifest.extend(_with_preview(d, rows) for d in dropped)
+        eligible, filtered = filter_candidates(ranked, g, req, self.settings)
+        manifest.extend(filtered)
+        return eligible
+
+    async def ranked(
+        self, g: _Gathered, req: Request, skip: set[str]
+    ) -> tuple[list[Candidate], list[ManifestItem], dict[str, LedgerRow]]:
+        """What ``g`` gathered as history candidates, fused and (when on) re-ranked, best
+        first, leaving out the messages of ``skip`` (those the window shows); with what
+        was dropped on the way and the ledger rows read. ``context()`` filters and packs
+        them; ``search()`` hands them out as they are."""
         s = self.settings
         rows, units = await self._ledger_rows(g, req)
-        candidates, dropped = collect(g, window_ids, rows, units, s.distance_threshold)
-        manifest.extend(_with_preview(d, rows) for d in dropped)
+        candidates, dropped = collect(g, skip, rows, units, s.distance_threshold)
         lengths = fill_from_rows(candidates, rows)
         ranked = fuse(
             candidates,
@@ -253,9 +265,7 @@ class Recall:
         )
         if self._reranker is not None and ranked:
             ranked = await self._rerank(g, self._reranker, req.query, ranked)
-        eligible, filtered = filter_candidates(ranked, g, req, s)
-        manifest.extend(filtered)
-        return eligible
+        return ranked, dropped, rows
 
     async def _ledger_rows(
         self, g: _Gathered, req: Request

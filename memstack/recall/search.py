@@ -15,10 +15,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from memstack.core.errors import StoreUnavailable
-from memstack.recall.candidates import collect, fill_from_rows, row_requests
 from memstack.recall.gather import _Gathered, guarded, query_rewrites, read_lexical, search_vectors
 from memstack.recall.pipeline import MIN_POOL, Recall
-from memstack.recall.ranking import Candidate, fuse
+from memstack.recall.ranking import Candidate
 from memstack.recall.request import Request, make_request
 from memstack.stores.sql import ledger
 
@@ -95,21 +94,7 @@ async def search(
         pool = max(pool, RANGE_POOL)
     g = _Gathered()
     req = await _gather(recall, g, user_id, query, pool)
-    _heads, wanted, unit_heads = row_requests(g)
-    rows, units = await recall._rows(user_id, wanted, unit_heads)
-    candidates, _dropped = collect(g, set(), rows, units, s.distance_threshold)
-    lengths = fill_from_rows(candidates, rows)
-    ranked = fuse(
-        candidates,
-        settings=s,
-        now_s=req.now_s,
-        lengths=lengths,
-        time_intent=req.rewrite.time_intent,
-        query=req.query,
-        period=req.period,
-    )
-    if recall._reranker is not None and ranked:
-        ranked = await recall._rerank(g, recall._reranker, req.query, ranked)
+    ranked, _dropped, _rows = await recall.ranked(g, req, set())
     low = None if since is None else since.timestamp()
     high = None if until is None else until.timestamp()
     top = [c for c in ranked if _in_range(c, low, high)][:limit]
