@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 import uuid
@@ -227,9 +228,17 @@ def test_version_is_the_installed_distribution() -> None:
     assert memstack.__version__ == version("memstack")
 
 
+def _only_our_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The harness's own (MEMSTACK_REQUIRE_SERVICES, MEMSTACK_TEST_PG_URL) are not
+    # settings either: config would rightly name them.
+    for name in [n for n in os.environ if n.upper().startswith("MEMSTACK_")]:
+        monkeypatch.delenv(name)
+
+
 def test_config_shows_values_in_effect_with_secrets_masked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    _only_our_variables(monkeypatch)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MEMSTACK_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("MEMSTACK_BUDGET_TOKENS", "3210")
@@ -251,6 +260,7 @@ def test_config_shows_values_in_effect_with_secrets_masked(
 def test_config_warns_about_an_unknown_variable_and_suggests_the_near_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    _only_our_variables(monkeypatch)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MEMSTACK_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("MEMSTACK_LOCAL", "en")
