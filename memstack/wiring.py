@@ -30,7 +30,7 @@ from memstack.stores import home
 from memstack.stores.connect import create_redis
 from memstack.stores.journal import Journal
 from memstack.stores.redis import layout as redis_layout
-from memstack.stores.redis.keys import Keys
+from memstack.stores.redis.keys import keys_for
 from memstack.stores.redis.queue import IngestQueue
 from memstack.stores.redis.working_memory import WorkingMemory
 from memstack.stores.sql import db
@@ -55,7 +55,7 @@ async def connect(settings: Settings) -> tuple[Redis, AsyncEngine, Journal | Non
         except Exception as exc:
             raise StoreUnavailable(f"Redis unreachable at {settings.redis_url}: {exc}") from exc
         await db.prepare(engine, settings)
-        await redis_layout.check(redis, Keys(settings.key_prefix), migrate=settings.embedded_redis)
+        await redis_layout.check(redis, keys_for(settings), migrate=settings.embedded_redis)
     except BaseException:
         await redis.aclose()
         await engine.dispose()
@@ -77,7 +77,13 @@ def build_worker(
         settings, sessions, working, build_summariser(settings), embedder, vectors
     )
     ingestor = Ingestor(settings, sessions, embedder, vectors, build_extractor(settings))
-    return Worker(queue, ingestor, summarizer, settings.ingest_batch)
+    return Worker(
+        queue,
+        ingestor,
+        summarizer,
+        settings.ingest_batch,
+        log_interval_s=settings.worker_log_interval_s,
+    )
 
 
 def session_factories(

@@ -10,6 +10,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
@@ -18,6 +19,9 @@ import redis
 from memstack.core.settings import Settings, load_settings
 from memstack.memory import AsyncMemory
 from memstack.stores.sql import db
+
+if TYPE_CHECKING:
+    from tests.cluster import LocalCluster
 
 REDIS_URL = os.environ.get("MEMSTACK_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 PG_ADMIN_URL = os.environ.get(
@@ -40,6 +44,21 @@ def redis_url() -> str:
     except Exception as exc:
         _unavailable(f"Redis at {REDIS_URL}", exc)
     return REDIS_URL
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[LocalCluster]:
+    """A Redis Cluster of three masters of its own (tests/cluster.py), for this run.
+    It needs only redis-server, so a cluster that cannot start fails the test."""
+    from tests.cluster import LocalCluster
+
+    try:
+        cluster = LocalCluster().start()
+    except Exception as exc:
+        # Nodes that did start are closed at exit by the harness that tracks them.
+        pytest.fail(f"could not start a local Redis Cluster: {exc}", pytrace=False)
+    yield cluster
+    cluster.close()
 
 
 @pytest.fixture(scope="session")

@@ -30,6 +30,7 @@ from memstack.knowledge.base import Document
 from memstack.knowledge.cache import KnowledgeCache, KnowledgeItem, KnowledgeTurn, merge_levels
 from memstack.memory import AsyncMemory
 from memstack.stores.connect import create_redis
+from memstack.stores.redis.keys import keys_for
 from memstack.sync import Memory
 from tests.conftest import make_settings, new_id
 
@@ -67,10 +68,13 @@ SEED_HITS: dict[str, list[tuple[str, float]]] = {
 }
 
 
-@pytest.fixture(params=["redis", "fakeredis"])
+@pytest.fixture(params=["redis", "fakeredis", "cluster"])
 def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
     if request.param == "redis":
         return make_settings(tmp_path, redis_url=request.getfixturevalue("redis_url"))
+    if request.param == "cluster":
+        cluster = request.getfixturevalue("redis_cluster")
+        return make_settings(tmp_path, redis_url=cluster.url, redis_cluster=True)
     return make_settings(tmp_path)
 
 
@@ -263,7 +267,7 @@ async def test_stored_as_a_json_list_with_the_one_text_hash(
     user, sid = new_id("u"), new_id("s")
     await cache.turn(user, sid, LONG_MESSAGE)
     await cache.flush()
-    key = f"{settings.key_prefix}:session:{{{user}/{sid}}}:knowledge"
+    key = keys_for(settings).knowledge(user, sid)
     stored = json.loads(await redis.get(key))
     assert [(d["text"], d["hash"]) for d in stored] == [
         (TERMS, text_hash(TERMS)),
@@ -274,7 +278,7 @@ async def test_stored_as_a_json_list_with_the_one_text_hash(
 async def test_ttl_follows_the_session(redis: Redis, settings: Settings) -> None:
     cache = cache_of(redis, settings, ScriptedSearch(SEED_HITS), window_ttl_s=100)
     user, sid = new_id("u"), new_id("s")
-    key = f"{settings.key_prefix}:session:{{{user}/{sid}}}:knowledge"
+    key = keys_for(settings).knowledge(user, sid)
     # No hit worth caching: no key is created (and so none without a TTL).
     await cache.turn(user, sid, CONTINUE)
     await cache.flush()
@@ -435,7 +439,7 @@ async def test_size_is_logged_and_exported(
 async def test_corrupt_cache_is_dropped_not_fatal(redis: Redis, settings: Settings) -> None:
     cache = cache_of(redis, settings, ScriptedSearch(SEED_HITS))
     user, sid = new_id("u"), new_id("s")
-    key = f"{settings.key_prefix}:session:{{{user}/{sid}}}:knowledge"
+    key = keys_for(settings).knowledge(user, sid)
     await redis.set(key, "not json", ex=100)
     turn = await cache.turn(user, sid, LONG_MESSAGE)
     assert [i.origin for i in turn.items] == ["retrieved"] * 3

@@ -9,13 +9,22 @@ import typer
 
 from memstack.cli.app import app, cli_settings, console, fail
 from memstack.core.errors import MemstackError
+from memstack.core.settings import Settings
 
 
 @app.command()
 def worker(
     batch: Annotated[int | None, typer.Option(help="Jobs per batch (default: settings)")] = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(help="Serve Prometheus /metrics of this worker on this port."),
+    ] = None,
+    metrics_host: Annotated[str, typer.Option(help="Interface of --metrics-port.")] = "127.0.0.1",
 ) -> None:
-    """Run an ingest worker until SIGTERM/SIGINT; the batch in hand is finished first."""
+    """Run an ingest worker until SIGTERM/SIGINT; the batch in hand is finished first.
+    Every MEMSTACK_WORKER_LOG_INTERVAL_S it logs its progress and the backlog."""
+    import logging
+
     from memstack import AsyncMemory
 
     settings = cli_settings()
@@ -27,6 +36,14 @@ def worker(
         raise typer.Exit(2)
     if batch is not None:
         settings = settings.model_copy(update={"ingest_batch": batch})
+    # The progress lines are INFO records of memstack's loggers; nothing else is set up.
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("memstack").setLevel(logging.INFO)
+    if metrics_port is not None:
+        from prometheus_client import start_http_server
+
+        # A worker has no HTTP server of its own; this one answers /metrics only.
+        start_http_server(metrics_port, addr=metrics_host)
 
     async def run() -> None:
         import signal
@@ -37,7 +54,9 @@ def worker(
             loop.add_signal_handler(sig, stop.set)
         async with await AsyncMemory.open(settings) as mem:
             w = await mem.worker()
-            console.print(f"worker {w.consumer} reading {mem.queue.stream} (batch {w.batch_size})")
+            streams = [stream for stream, _dead in mem.queue.pairs]
+            where = streams[0] if len(streams) == 1 else f"{len(streams)} ingest shards"
+            console.print(f"worker {w.consumer} reading {where} (batch {w.batch_size})")
             report = await w.run(stop)
             console.print(
                 f"stopped: {report.processed} processed, {report.failed} failed, "
@@ -54,19 +73,52 @@ def worker(
 def serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8080,
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="API processes sharing the port and the stores (needs MEMSTACK_REDIS_URL "
+            "and MEMSTACK_VECTOR_URL when above 1).",
+        ),
+    ] = 1,
 ) -> None:
     """Run the HTTP API (FastAPI under uvicorn); /docs describes every route."""
     import uvicorn
 
+    settings = cli_settings()
+    if workers > 1:
+        _refuse_shared_processes(settings)
+        # Each process builds its own app from the environment (create_app(None)), the
+        # same settings this process just checked.
+        uvicorn.run(
+            "memstack.server.http:create_app", factory=True, host=host, port=port, workers=workers
+        )
+        return
     from memstack.server.http import create_app
 
-    settings = cli_settings()
     if settings.embedded_redis:
         console.print(
             "[yellow]embedded mode:[/yellow] the queue lives in this process; "
             "POST /v1/admin/drain turns pending messages into facts and vectors."
         )
     uvicorn.run(create_app(settings), host=host, port=port)
+
+
+def _refuse_shared_processes(settings: Settings) -> None:
+    """Several API processes share the stores only through servers: the embedded Redis
+    and the local vector store in MEMSTACK_HOME live inside one process."""
+    if settings.embedded_redis:
+        console.print(
+            "[red]error:[/red] --workers above 1 needs MEMSTACK_REDIS_URL: the embedded "
+            "Redis (and its ingest queue) lives inside one process."
+        )
+        raise typer.Exit(2)
+    if not settings.vector_url:
+        console.print(
+            "[red]error:[/red] --workers above 1 needs MEMSTACK_VECTOR_URL (a Chroma server "
+            "or Qdrant): the local vector store in MEMSTACK_HOME is held by one process."
+        )
+        raise typer.Exit(2)
 
 
 @app.command("mcp")

@@ -7,7 +7,7 @@ module that updates them, so every name is defined once.
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 # --- read path (memstack.recall) ----------------------------------------------------------
 
@@ -99,4 +99,23 @@ FACTS_REFUSED = Counter(
     "Facts the fact store refused to write because the key or the value failed the checks "
     "(docs/facts.md), whichever extractor produced them.",
     ["field"],
+)
+
+# --- ingest worker (memstack.ingest.worker) -----------------------------------------------
+
+INGEST_PROCESSED = Counter(
+    "memstack_ingest_messages_total",
+    "Ingest jobs finished by this process's worker, by outcome: processed (stored and "
+    "acknowledged), failed (to be retried) or dead_lettered.",
+    ["outcome"],
+)
+INGEST_BATCH_SECONDS = Histogram(
+    "memstack_ingest_batch_seconds",
+    "Wall time of one ingest batch that held jobs (read, ingest, acknowledge).",
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+)
+INGEST_BACKLOG = Gauge(
+    "memstack_ingest_backlog",
+    "Jobs on the ingest stream not yet acknowledged (delivered and pending, or not yet "
+    "read), as a worker last saw it; growing means the workers fall behind.",
 )

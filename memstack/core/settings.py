@@ -39,6 +39,18 @@ class Settings(BaseSettings):
         default=None,
         description="Redis URL, e.g. redis://127.0.0.1:6379/0. Unset: in-process fakeredis.",
     )
+    redis_cluster: bool = Field(
+        default=False,
+        description="redis_url names a node of a Redis Cluster (ours): session keys and "
+        "their ingest stream share a hash tag by shard (docs/architecture.md).",
+    )
+    ingest_shards: int = Field(
+        default=16,
+        gt=0,
+        le=1024,
+        description="Redis Cluster only (ours): ingest streams sessions are spread over, "
+        "each in its own slot. Fixed once data exists: the layout mark records it.",
+    )
     database_url: str | None = Field(
         default=None,
         description="PostgreSQL URL, e.g. postgresql://user@host:5432/db. Unset: SQLite in home.",
@@ -187,6 +199,11 @@ class Settings(BaseSettings):
     ingest_max_deliveries: int = Field(
         default=5, gt=0, description="Deliveries before dead-letter."
     )
+    worker_log_interval_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Seconds between a worker's progress lines (batches, msg/s, backlog).",
+    )
     summary_trigger_messages: int = Field(
         default=12, gt=0, description="Window size that triggers a summary."
     )
@@ -314,6 +331,8 @@ class Settings(BaseSettings):
             raise ValueError("extractor=llm needs llm_url (MEMSTACK_LLM_URL)")
         if self.summariser == "llm" and not self.llm_url:
             raise ValueError("summariser=llm needs llm_url (MEMSTACK_LLM_URL)")
+        if self.redis_cluster and not self.redis_url:
+            raise ValueError("redis_cluster needs redis_url (MEMSTACK_REDIS_URL) naming a node")
         return self
 
     # --- derived ------------------------------------------------------------------

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from memstack.core import metrics
 from memstack.core.errors import MemstackError, SchemaMismatch, StoreUnavailable
 from memstack.core.messages import Message
 from memstack.ingest.pipeline import Ingestor
@@ -54,21 +55,54 @@ class WorkerReport:
 
 
 @dataclass
+class Progress:
+    """What a worker did since its last progress line (``worker_log_interval_s``)."""
+
+    started: float = field(default_factory=time.monotonic)
+    batches: int = 0
+    processed: int = 0
+    failed: int = 0
+
+    def add(self, report: WorkerReport) -> None:
+        if report.processed or report.failed or report.dead_lettered:
+            self.batches += 1
+        self.processed += report.processed
+        self.failed += report.failed
+
+    def line(self, consumer: str, backlog: int, now: float) -> str:
+        elapsed = max(now - self.started, 1e-9)
+        return (
+            f"worker {consumer}: {self.batches} batches, {self.processed} messages in "
+            f"{elapsed:.0f} s ({self.processed / elapsed:.1f} msg/s), {self.failed} failed, "
+            f"backlog {backlog}"
+        )
+
+
+@dataclass
 class Worker:
     queue: IngestQueue
     ingestor: Ingestor
     summarizer: SessionSummaries | None
     batch_size: int
     consumer: str = field(default_factory=consumer_name)
+    log_interval_s: float = 30.0
     # Sessions touched since their last summary check: (user_id, session_id).
     dirty: set[tuple[str, str]] = field(default_factory=set)
 
     async def run_batch(self, block_ms: int | None = None) -> WorkerReport:
         """Read and process one batch; returns what happened."""
-        report = WorkerReport()
         jobs = await self.queue.read(self.consumer, self.batch_size, block_ms)
         if not jobs:
-            return report
+            return WorkerReport()
+        started = time.perf_counter()
+        report = await self._run_jobs(jobs)
+        metrics.INGEST_BATCH_SECONDS.observe(time.perf_counter() - started)
+        for outcome in ("processed", "failed", "dead_lettered"):
+            metrics.INGEST_PROCESSED.labels(outcome).inc(getattr(report, outcome))
+        return report
+
+    async def _run_jobs(self, jobs: list[Job]) -> WorkerReport:
+        report = WorkerReport()
         live: list[Job] = []
         for job in jobs:
             error = self.queue.last_errors.get(job.entry_id)
@@ -134,7 +168,10 @@ class Worker:
         total = WorkerReport()
         last_summary_check = 0.0
         backoff_s = 0.5
+        progress = Progress()
         while not stop.is_set():
+            if time.monotonic() - progress.started >= self.log_interval_s:
+                progress = await self._log_progress(progress)
             try:
                 report = await self.run_batch(block_ms=block_ms)
             except MemstackError as exc:
@@ -145,7 +182,19 @@ class Worker:
                 continue
             backoff_s = 0.5
             total.add(report)
+            progress.add(report)
             if time.monotonic() - last_summary_check > 5:
                 total.summaries += await self.summarize_quiet()
                 last_summary_check = time.monotonic()
         return total
+
+    async def _log_progress(self, progress: Progress) -> Progress:
+        """Log one progress line and set the backlog gauge; a fresh interval starts."""
+        try:
+            backlog = await self.queue.pending_count()
+        except MemstackError as exc:  # the next batch reports the outage itself
+            log.warning("worker %s: backlog unknown (%s)", self.consumer, exc)
+            return Progress()
+        metrics.INGEST_BACKLOG.set(backlog)
+        log.info("%s", progress.line(self.consumer, backlog, time.monotonic()))
+        return Progress()

@@ -51,7 +51,6 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
 from memstack.core import metrics
 from memstack.core.errors import (
@@ -63,7 +62,8 @@ from memstack.core.errors import (
 from memstack.core.ids import text_hash, validate_id
 from memstack.core.settings import Settings
 from memstack.stores.redis import scripts
-from memstack.stores.redis.keys import Keys
+from memstack.stores.redis.errors import REDIS_ERRORS
+from memstack.stores.redis.keys import keys_for
 from memstack.text.locales import resolve_locale
 
 if TYPE_CHECKING:
@@ -224,7 +224,7 @@ class KnowledgeCache:
     def __init__(self, redis: Redis, settings: Settings, search: Level2Search) -> None:
         self.redis = redis
         self.settings = settings
-        self.keys = Keys(settings.key_prefix)
+        self.keys = keys_for(settings)
         self.search = search
         self._turn = redis.register_script(scripts.KNOWLEDGE_TURN)
         # This process's cache updates still running, by session.
@@ -290,7 +290,7 @@ class KnowledgeCache:
         validate_id("session_id", session_id)
         try:
             return int(await self.redis.ttl(self.keys.knowledge(user_id, session_id)))
-        except RedisError as exc:
+        except REDIS_ERRORS as exc:
             raise StoreUnavailable(f"Redis: {exc}") from exc
 
     async def clear(self, user_id: str, session_id: str) -> None:
@@ -298,7 +298,7 @@ class KnowledgeCache:
         await self.cached(user_id, session_id)  # waits for pending updates
         try:
             await self.redis.delete(self.keys.knowledge(user_id, session_id))
-        except RedisError as exc:
+        except REDIS_ERRORS as exc:
             raise StoreUnavailable(f"Redis: {exc}") from exc
 
     # --- steps -------------------------------------------------------------------------
@@ -335,7 +335,7 @@ class KnowledgeCache:
     async def _read(self, user_id: str, session_id: str) -> list[KnowledgeItem]:
         try:
             raw = await self.redis.get(self.keys.knowledge(user_id, session_id))
-        except RedisError as exc:
+        except REDIS_ERRORS as exc:
             raise StoreUnavailable(f"Redis: {exc}") from exc
         return self._parse(session_id, raw)
 
@@ -372,7 +372,7 @@ class KnowledgeCache:
             args += [key, item.to_json(key)]
         try:
             await self._turn(keys=[self.keys.knowledge(user_id, session_id)], args=args)
-        except RedisError as exc:
+        except REDIS_ERRORS as exc:
             # The section was already served; losing one update costs the next turns
             # these items, not the conversation.
             metrics.KNOWLEDGE_CACHE_UPDATE_FAILURES.inc()

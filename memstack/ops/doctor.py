@@ -5,8 +5,10 @@ command runs on the server URLs before it connects anywhere."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, cast
 
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 from sqlalchemy import text
 
@@ -65,18 +67,20 @@ PERSISTENCE_FIX = (
 )
 
 
-async def _persistence(redis: Redis) -> tuple[bool, str]:
-    """Whether Redis keeps accepted messages through a restart, and how."""
+async def _persistence(redis: Redis, node: Any = None) -> tuple[bool, str]:
+    """Whether Redis (or one ``node`` of a cluster) keeps accepted messages through a
+    restart, and how."""
+    on: dict[str, Any] = {} if node is None else {"target_nodes": node}
     try:
-        config = await redis.config_get("appendonly")
-        config.update(await redis.config_get("appendfsync"))
-        config.update(await redis.config_get("save"))
+        config = await redis.config_get("appendonly", **on)
+        config.update(await redis.config_get("appendfsync", **on))
+        config.update(await redis.config_get("save", **on))
         aof = _text(config.get("appendonly", "")) == "yes"
         fsync = _text(config.get("appendfsync", ""))
         save = _text(config.get("save", "")).strip()
     except RedisError:
         # CONFIG may be renamed away (managed services); INFO still tells about the AOF.
-        info = await redis.info("persistence")
+        info = await redis.info("persistence", **on)
         aof, fsync, save = bool(info.get("aof_enabled")), "?", "unknown"
     if aof:
         window = {"always": "none", "everysec": "about 1 s"}.get(fsync, "up to the OS")
@@ -92,8 +96,21 @@ async def _persistence(redis: Redis) -> tuple[bool, str]:
     )
 
 
+async def _cluster_persistence(redis: Redis) -> tuple[bool, str]:
+    """:func:`_persistence` of every primary: one that keeps nothing loses its slots' jobs."""
+    primaries = cast(RedisCluster, redis).get_primaries()
+    found = [(f"{n.host}:{n.port}", *(await _persistence(redis, n))) for n in primaries]
+    head = f"Redis Cluster of {len(primaries)} primaries"
+    unsafe = [(name, why) for name, ok, why in found if not ok]
+    if unsafe:
+        names = ", ".join(name for name, _why in unsafe)
+        return False, f"{head}; {names}: {unsafe[0][1]}"
+    return True, f"{head}; {found[0][2] if found else 'no primaries'}"
+
+
 async def _redis(settings: Settings) -> Check:
     mode = "server" if settings.redis_url else "embedded (fakeredis)"
+    mode = "cluster" if settings.redis_cluster else mode
     try:
         redis = create_redis(settings)
     except ValueError as exc:  # a malformed MEMSTACK_REDIS_URL
@@ -112,7 +129,8 @@ async def _redis(settings: Settings) -> Check:
                 f"journaled in {journal} until ingested",
             )
         info = await redis_info(redis)
-        safe, persistence = await _persistence(redis)
+        check = _cluster_persistence if settings.redis_cluster else _persistence
+        safe, persistence = await check(redis)
         return Check(
             "redis",
             mode,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from memstack.core.settings import Settings
 from memstack.stores.connect import create_redis
 from memstack.stores.redis import layout as redis_layout
-from memstack.stores.redis.keys import LAYOUT_VERSION, Keys
+from memstack.stores.redis.keys import keys_for
 from memstack.stores.sql import db
 
 
@@ -26,7 +26,7 @@ def upgrade(settings: Settings, revision: str = "head") -> UpgradeReport:
     moved = asyncio.run(_upgrade_redis(settings)) if settings.redis_url else None
     return UpgradeReport(
         revision=db.head_revision() if revision == "head" else revision,
-        redis_layout=LAYOUT_VERSION,
+        redis_layout=keys_for(settings).layout_mark(),
         redis_keys_moved=moved,
     )
 
@@ -34,6 +34,6 @@ def upgrade(settings: Settings, revision: str = "head") -> UpgradeReport:
 async def _upgrade_redis(settings: Settings) -> int:
     redis = create_redis(settings)
     try:
-        return await redis_layout.upgrade(redis, Keys(settings.key_prefix))
+        return await redis_layout.upgrade(redis, keys_for(settings))
     finally:
         await redis.aclose()

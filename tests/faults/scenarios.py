@@ -130,6 +130,52 @@ async def scenario_worker_kills(
     return row
 
 
+async def _consumer_pending(sc: Scenario) -> dict[str, int]:
+    """Jobs each consumer of the ingest group holds (delivered, not acknowledged)."""
+    redis, stream = sc.mem.queue.redis, sc.mem.queue.stream
+    out: dict[str, int] = {}
+    for group in await redis.xinfo_groups(stream):
+        for info in await redis.xinfo_consumers(stream, group["name"]):
+            name = info["name"]
+            out[name.decode() if isinstance(name, bytes) else str(name)] = int(info["pending"])
+    return out
+
+
+async def scenario_worker_dies(lab: Lab, *, messages: int = 400, workers: int = 3) -> Row:
+    """(issue 20) ``workers`` workers on one stream; one is SIGKILLed holding jobs and
+    not started again: the others claim its jobs (after ``ingest_claim_idle_ms``), and
+    every message is ingested once."""
+    import socket
+
+    async with Scenario(lab.services(), f"{workers} workers, one dies") as sc:
+        procs = await sc.workers(workers)
+        loader = Loader(sc.mem, rate=max(messages / 8, 50))
+        victim = procs[0]
+        name = f"{socket.gethostname()}-{victim.pid}"
+        held = 0
+
+        async def kill_holding_jobs() -> None:
+            nonlocal held
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and loader.done < messages:
+                held = (await _consumer_pending(sc)).get(name, 0)
+                if held and loader.done > messages // 4:
+                    victim.kill9()
+                    return
+                await asyncio.sleep(0.02)
+
+        await gather_with(loader.run(plan_workload(messages, users=5)), kill_holding_jobs())
+        row = await sc.check(loader.acked, drain_timeout_s=120)
+        left = (await _consumer_pending(sc)).get(name, 0)
+    row.notes.append(f"worker {victim.pid} killed holding {held} jobs; it holds {left} now")
+    if victim.alive() or not held:
+        row.extra_failures.append("the worker was not killed while it held jobs")
+    if left:
+        row.extra_failures.append(f"{left} jobs of the dead worker were never claimed")
+    row.extra_failures += _loader_failures(loader)
+    return row
+
+
 async def scenario_redis_kill(
     lab: Lab, *, messages: int = 1500, crashes: int = 2, fsync: str = "always"
 ) -> Row:
@@ -369,6 +415,7 @@ SCENARIOS: dict[str, Callable[..., Awaitable[Row]]] = {
     "control": scenario_control,
     "concurrency": scenario_concurrency,
     "worker-kills": scenario_worker_kills,
+    "worker-dies": scenario_worker_dies,
     "redis-kill": scenario_redis_kill,
     "redis-flushall": scenario_redis_flushall,
     "postgres-outage": scenario_postgres_outage,

@@ -32,6 +32,7 @@ from tests.faults.scenarios import (
     scenario_redis_flushall,
     scenario_redis_kill,
     scenario_reindex_during_ingest,
+    scenario_worker_dies,
     scenario_worker_kills,
 )
 
@@ -87,6 +88,10 @@ async def test_the_harness_alone_loses_nothing(lab: Lab) -> None:
 
 async def test_workers_killed_again_and_again_lose_nothing(lab: Lab) -> None:
     _check(await scenario_worker_kills(lab, messages=3000, kills=8, interval_s=1.0))
+
+
+async def test_a_dead_worker_s_jobs_are_taken_by_the_others(lab: Lab) -> None:
+    _check(await scenario_worker_dies(lab, messages=400, workers=3))
 
 
 async def test_redis_killed_with_aof_always_loses_nothing_acknowledged(lab: Lab) -> None:

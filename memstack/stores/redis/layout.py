@@ -7,7 +7,8 @@ old keys is upgraded by ``memstack db upgrade`` (servers) or at start (the embed
 default): each old key moves under its owner's tag with its TTL, the owner read from
 the session's state or window; keys whose owner nothing records (a lock, a cache, an
 idempotency mark outliving its session) are dropped, as their TTLs would have soon.
-The layout mark (``agent:layout``) makes the check at start one GET.
+The layout mark (``agent:layout``) makes the check at start one GET. On a Redis
+Cluster it records the shard count instead (:mod:`memstack.stores.redis.keys`).
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ import logging
 from collections import defaultdict
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import ResponseError
 
 from memstack.core.errors import SchemaMismatch, StoreUnavailable
+from memstack.stores.redis.errors import REDIS_ERRORS
 from memstack.stores.redis.keys import LAYOUT_VERSION, Keys, session_tag
 
 log = logging.getLogger("memstack.redis")
@@ -71,8 +73,31 @@ async def _move(redis: Redis, source: str, target: str) -> None:
     await redis.delete(source)
 
 
+async def _check_cluster(redis: Redis, keys: Keys) -> None:
+    """A cluster never held the old layouts (the write script could not run on one), so
+    its only check is the shard count: the mark is set by the first process, and a
+    process set to another count is refused (its keys would be looked for elsewhere)."""
+    want = keys.layout_mark()
+    try:
+        if await redis.set(keys.layout(), want, nx=True):
+            return
+        held = _text(await redis.get(keys.layout()) or b"")
+    except REDIS_ERRORS as exc:
+        raise StoreUnavailable(f"Redis: {exc}") from exc
+    if held != want:
+        raise SchemaMismatch(
+            f"Redis Cluster holds memstack keys in layout {held!r} under prefix "
+            f"{keys.prefix!r}, this process expects {want!r}: set MEMSTACK_INGEST_SHARDS back "
+            "to the count the data was written with (changing it is not supported)"
+        )
+
+
 async def upgrade(redis: Redis, keys: Keys) -> int:
-    """Move every old-layout session key under its owner's tag; returns how many moved."""
+    """Move every old-layout session key under its owner's tag; returns how many moved.
+    On a cluster there is nothing to move: the shard count is checked and recorded."""
+    if keys.shards is not None:
+        await _check_cluster(redis, keys)
+        return 0
     moved = 0
     try:
         for session_id, names in (await _legacy_sessions(redis, keys)).items():
@@ -90,7 +115,7 @@ async def upgrade(redis: Redis, keys: Keys) -> int:
                 await _move(redis, name, target)
                 moved += 1
         await redis.set(keys.layout(), LAYOUT_VERSION)
-    except RedisError as exc:
+    except REDIS_ERRORS as exc:
         raise StoreUnavailable(f"Redis: {exc}") from exc
     if moved:
         log.info("moved %d Redis keys to the user-scoped session layout", moved)
@@ -100,6 +125,9 @@ async def upgrade(redis: Redis, keys: Keys) -> int:
 async def check(redis: Redis, keys: Keys, *, migrate: bool) -> None:
     """Make sure Redis holds the current layout: upgrade it when ``migrate``, else raise
     :class:`SchemaMismatch` naming the command (as the SQL schema check does)."""
+    if keys.shards is not None:
+        await _check_cluster(redis, keys)
+        return
     try:
         if _text(await redis.get(keys.layout()) or b"") == LAYOUT_VERSION:
             return
@@ -107,7 +135,7 @@ async def check(redis: Redis, keys: Keys, *, migrate: bool) -> None:
         if not legacy:
             await redis.set(keys.layout(), LAYOUT_VERSION)
             return
-    except RedisError as exc:
+    except REDIS_ERRORS as exc:
         raise StoreUnavailable(f"Redis: {exc}") from exc
     if migrate:
         await upgrade(redis, keys)

@@ -1,4 +1,8 @@
-"""The ingest queue: a Redis Stream with one consumer group, at-least-once.
+"""The ingest queue: Redis Streams with one consumer group each, at-least-once.
+
+One Redis has one stream; a Redis Cluster has one per shard (each in the slot of its
+sessions' keys, see :mod:`memstack.stores.redis.keys`), each with its own group and
+dead-letter stream, and a worker reads them all.
 
 A job stays pending until every effect of it is stored, then it is acknowledged and
 deleted. A failed job stays in its consumer's pending list and is read again; a
@@ -14,7 +18,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,52 +25,32 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
 from memstack.core.errors import StoreUnavailable, ValidationError
-from memstack.core.ids import validate_id
-from memstack.core.messages import ROLES, Message, validate_name
-from memstack.core.time import from_ms
+from memstack.core.messages import Message
 from memstack.stores.journal import Journal
+from memstack.stores.redis.errors import REDIS_ERRORS
+from memstack.stores.redis.jobs import (
+    DeadLetter,
+    Job,
+    Wanted,
+    accepted_at,
+    entry_order,
+    job_fields,
+    message_from_job,
+    text_of,
+)
 from memstack.stores.redis.keys import Keys
+
+__all__ = ["GROUP", "DeadLetter", "IngestQueue", "Job", "job_fields", "message_from_job"]
 
 log = logging.getLogger("memstack.stores.redis.queue")
 
 GROUP = "ingest"
 
+# On a cluster no single XREADGROUP can wait on streams of several slots: an idle read
+# waits on one shard at a time, this long at most, so a job on another waits no longer.
+SHARD_BLOCK_MS = 100
 
-@dataclass(frozen=True)
-class Job:
-    """One stream entry; ``fields`` are the write script's (msg_id, user_id, …)."""
-
-    entry_id: str
-    fields: Mapping[str, str]
-    deliveries: int = 1
-
-
-@dataclass
-class DeadLetter:
-    entry_id: str
-    fields: dict[str, str]
-    error: str
-    deliveries: int
-
-
-def _s(v: bytes | str) -> str:
-    return v.decode() if isinstance(v, bytes) else v
-
-
-def _entry_order(entry_id: str) -> tuple[int, int]:
-    ms, _, seq = entry_id.partition("-")
-    return int(ms), int(seq or 0)
-
-
-def accepted_at(job: Job) -> datetime | None:
-    """When Redis accepted the job: the write script's ``accepted_us``, else (a job
-    queued before it recorded one) the stream entry's time."""
-    raw = job.fields.get("accepted_us")
-    try:
-        micros = int(raw) if raw else _entry_order(job.entry_id)[0] * 1000
-    except ValueError:
-        return None
-    return datetime.fromtimestamp(micros / 1_000_000, tz=UTC)
+Entries = list[tuple[bytes, dict[bytes, bytes]]]
 
 
 def _vanished(exc: RedisError) -> bool:
@@ -79,8 +62,10 @@ def _vanished(exc: RedisError) -> bool:
 
 
 class IngestQueue:
-    """The stream, its consumer group and dead letters; with a ``journal`` (the embedded
-    default), every accepted job is also kept there until it is acknowledged."""
+    """The streams, their consumer groups and dead letters; with a ``journal`` (the
+    embedded default), every accepted job is also kept there until it is acknowledged.
+
+    ``stream`` and ``dead_stream`` name the first pair: the only one on one Redis."""
 
     def __init__(
         self,
@@ -92,26 +77,30 @@ class IngestQueue:
         journal: Journal | None = None,
     ) -> None:
         self.redis = redis
+        self.keys = keys
         self.journal = journal
-        self.stream = keys.ingest_stream()
-        self.dead_stream = keys.dead_letter_stream()
+        self.pairs = keys.streams()
+        self.dead_of = dict(self.pairs)
+        self.stream, self.dead_stream = self.pairs[0]
         self.claim_idle_ms = claim_idle_ms
         self.max_deliveries = max_deliveries
         self._group_ready = False
-        self._consumers_checked = 0.0
+        self._consumers_checked: dict[str, float] = {}
+        self._next = 0  # the shard an idle read waits on, in turn
         # The last error per entry, kept in process: it explains a dead letter.
         self.last_errors: dict[str, str] = {}
 
     async def ensure_group(self) -> None:
         if self._group_ready:
             return
-        try:
-            await self.redis.xgroup_create(self.stream, GROUP, id="0", mkstream=True)
-        except ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
+        for stream, _dead in self.pairs:
+            try:
+                await self.redis.xgroup_create(stream, GROUP, id="0", mkstream=True)
+            except ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise StoreUnavailable(f"Redis: {exc}") from exc
+            except REDIS_ERRORS as exc:
                 raise StoreUnavailable(f"Redis: {exc}") from exc
-        except RedisError as exc:
-            raise StoreUnavailable(f"Redis: {exc}") from exc
         self._group_ready = True
 
     async def read(self, consumer: str, count: int, block_ms: int | None = None) -> list[Job]:
@@ -130,11 +119,38 @@ class IngestQueue:
         return await self._read(consumer, count, block_ms)
 
     async def _read(self, consumer: str, count: int, block_ms: int | None) -> list[Job]:
+        jobs: list[Job] = []
+        start = self._next
+        self._next = (self._next + 1) % len(self.pairs)
+        # Each shard from a turning start, so no shard waits behind the others' backlog.
+        order = [self.pairs[(start + i) % len(self.pairs)][0] for i in range(len(self.pairs))]
+        if len(order) == 1:
+            return await self._read_stream(order[0], consumer, count, block_ms)
+        for stream in order:
+            if len(jobs) >= count:
+                break
+            jobs += await self._read_stream(stream, consumer, count - len(jobs), None)
+        if not jobs and block_ms is not None:
+            wait = min(block_ms, SHARD_BLOCK_MS)
+            jobs = await self._read_stream(order[0], consumer, count, wait, fresh_only=True)
+        return jobs
+
+    async def _read_stream(
+        self,
+        stream: str,
+        consumer: str,
+        count: int,
+        block_ms: int | None,
+        *,
+        fresh_only: bool = False,
+    ) -> list[Job]:
         try:
-            entries = await self._own_pending(consumer, count)
-            if len(entries) < count:
+            entries: Entries = (
+                [] if fresh_only else await self._own_pending(stream, consumer, count)
+            )
+            if len(entries) < count and not fresh_only:
                 claimed = await self.redis.xautoclaim(
-                    self.stream,
+                    stream,
                     GROUP,
                     consumer,
                     min_idle_time=self.claim_idle_ms,
@@ -142,65 +158,69 @@ class IngestQueue:
                     count=count - len(entries),
                 )
                 entries += [e for e in claimed[1] if e and e[1]]
-                await self._remove_idle_consumers(consumer)
+                await self._remove_idle_consumers(stream, consumer)
             if len(entries) < count:
                 fresh: Any = await self.redis.xreadgroup(
-                    GROUP, consumer, {self.stream: ">"}, count=count - len(entries), block=block_ms
+                    GROUP, consumer, {stream: ">"}, count=count - len(entries), block=block_ms
                 )
                 for _stream, items in fresh or []:
                     entries += items
-            deliveries = await self._deliveries(consumer, [_s(e[0]) for e in entries])
-        except RedisError as exc:
+            deliveries = await self._deliveries(stream, consumer, [text_of(e[0]) for e in entries])
+        except REDIS_ERRORS as exc:
             raise StoreUnavailable(f"Redis: {exc}") from exc
         return [
-            Job(_s(eid), {_s(k): _s(v) for k, v in fields.items()}, deliveries.get(_s(eid), 1))
+            Job(
+                text_of(eid),
+                {text_of(k): text_of(v) for k, v in fields.items()},
+                deliveries.get(text_of(eid), 1),
+                stream,
+            )
             for eid, fields in entries
         ]
 
-    async def _remove_idle_consumers(self, me: str) -> None:
+    async def _remove_idle_consumers(self, stream: str, me: str) -> None:
         """Remove consumers that hold no jobs and have not read for two claim intervals:
         their workers are gone and their jobs were claimed. Were one still alive (busy
         between batches), its next read would simply add it again. Checked at most once
-        per claim interval."""
+        per claim interval and stream."""
         now = time.monotonic()
-        if now - self._consumers_checked < self.claim_idle_ms / 1000:
+        if now - self._consumers_checked.get(stream, 0.0) < self.claim_idle_ms / 1000:
             return
-        self._consumers_checked = now
-        for info in await self.redis.xinfo_consumers(self.stream, GROUP):
-            name = _s(info["name"])
+        self._consumers_checked[stream] = now
+        for info in await self.redis.xinfo_consumers(stream, GROUP):
+            name = text_of(info["name"])
             idle_ms = int(info["idle"])
             if name != me and int(info["pending"]) == 0 and idle_ms > 2 * self.claim_idle_ms:
-                await self.redis.xgroup_delconsumer(self.stream, GROUP, name)
+                await self.redis.xgroup_delconsumer(stream, GROUP, name)
                 log.info("removed idle ingest consumer %s", name)
 
-    async def _own_pending(
-        self, consumer: str, count: int
-    ) -> list[tuple[bytes, dict[bytes, bytes]]]:
+    async def _own_pending(self, stream: str, consumer: str, count: int) -> Entries:
         # Reading the pending list again counts as a delivery, which is what bounds
         # the retries of a poison job.
-        res = await self.redis.xreadgroup(GROUP, consumer, {self.stream: "0"}, count=count)
-        out: list[Any] = []
-        res_any: Any = res
-        for _stream, items in res_any or []:
+        res: Any = await self.redis.xreadgroup(GROUP, consumer, {stream: "0"}, count=count)
+        out: Entries = []
+        for _stream, items in res or []:
             out += [(eid, f) for eid, f in items if f]
         return out
 
-    async def _deliveries(self, consumer: str, entry_ids: Sequence[str]) -> dict[str, int]:
+    async def _deliveries(
+        self, stream: str, consumer: str, entry_ids: Sequence[str]
+    ) -> dict[str, int]:
         """Delivery counts of the entries just read: all sit in this consumer's pending list."""
         if not entry_ids:
             return {}
         wanted = set(entry_ids)
         info = await self.redis.xpending_range(
-            self.stream,
+            stream,
             GROUP,
-            min=min(entry_ids, key=_entry_order),
-            max=max(entry_ids, key=_entry_order),
+            min=min(entry_ids, key=entry_order),
+            max=max(entry_ids, key=entry_order),
             count=max(len(entry_ids), 64) * 4,
             consumername=consumer,
         )
         out = {}
         for row in info:
-            eid = _s(row["message_id"])  # type: ignore[arg-type]
+            eid = text_of(row["message_id"])  # type: ignore[arg-type]
             if eid in wanted:
                 out[eid] = int(row["times_delivered"])
         return out
@@ -211,7 +231,7 @@ class IngestQueue:
             self.journal.add(fields)
 
     async def replay_journal(self) -> int:
-        """Queue again the journaled jobs the stream lacks (their process ended before
+        """Queue again the journaled jobs the streams lack (their process ended before
         ingesting them); returns how many."""
         if self.journal is None:
             return 0
@@ -219,38 +239,46 @@ class IngestQueue:
         if not pending:
             return 0
         try:
-            rows: Any = await self.redis.xrange(self.stream)
-            queued = {_s(f.get(b"msg_id", b"")) for _eid, f in rows}
+            queued: set[str] = set()
+            for stream, _dead in self.pairs:
+                rows: Any = await self.redis.xrange(stream)
+                queued |= {text_of(f.get(b"msg_id", b"")) for _eid, f in rows}
             missing = [job for job in pending if job["msg_id"] not in queued]
             for job in missing:
-                await self.redis.xadd(self.stream, job)  # type: ignore[arg-type]
-        except RedisError as exc:
+                stream = self.keys.session_stream(job["user_id"], job["session_id"])
+                await self.redis.xadd(stream, job)  # type: ignore[arg-type]
+        except REDIS_ERRORS as exc:
             raise StoreUnavailable(f"Redis: {exc}") from exc
         if missing:
             log.info("queued %d journaled ingest jobs again", len(missing))
         return len(missing)
 
     async def ack(self, jobs: Sequence[Job]) -> None:
-        """The jobs are ingested: off the stream, and out of the journal."""
-        await self._ack([j.entry_id for j in jobs])
+        """The jobs are ingested: off their streams, and out of the journal."""
+        by_stream: dict[str, list[str]] = {}
+        for job in jobs:
+            by_stream.setdefault(job.stream or self.stream, []).append(job.entry_id)
+        for stream, entry_ids in by_stream.items():
+            await self._ack(stream, entry_ids)
         if self.journal is not None:
             self.journal.remove(j.fields.get("msg_id", "") for j in jobs)
 
-    async def _ack(self, entry_ids: Sequence[str]) -> None:
+    async def _ack(self, stream: str, entry_ids: Sequence[str]) -> None:
         if not entry_ids:
             return
         try:
             async with self.redis.pipeline(transaction=True) as pipe:
-                pipe.xack(self.stream, GROUP, *entry_ids)
-                pipe.xdel(self.stream, *entry_ids)
+                pipe.xack(stream, GROUP, *entry_ids)
+                pipe.xdel(stream, *entry_ids)
                 await pipe.execute()
-        except RedisError as exc:
+        except REDIS_ERRORS as exc:
             raise StoreUnavailable(f"Redis: {exc}") from exc
         for eid in entry_ids:
             self.last_errors.pop(eid, None)
 
     async def dead_letter(self, job: Job, error: str) -> None:
         """Move a job that keeps failing aside, with its error, so the rest can flow."""
+        stream = job.stream or self.stream
         fields = dict(job.fields)
         fields.update(
             {
@@ -261,43 +289,49 @@ class IngestQueue:
             }
         )
         try:
+            # One MULTI: a stream and its dead letters share a slot on a cluster too.
             async with self.redis.pipeline(transaction=True) as pipe:
-                pipe.xadd(self.dead_stream, fields)  # type: ignore[arg-type]
-                pipe.xack(self.stream, GROUP, job.entry_id)
-                pipe.xdel(self.stream, job.entry_id)
+                pipe.xadd(self.dead_of[stream], fields)  # type: ignore[arg-type]
+                pipe.xack(stream, GROUP, job.entry_id)
+                pipe.xdel(stream, job.entry_id)
                 await pipe.execute()
-        except RedisError as exc:
+        except REDIS_ERRORS as exc:
             raise StoreUnavailable(f"Redis: {exc}") from exc
         self.last_errors.pop(job.entry_id, None)
 
     async def dead_letters(self, count: int = 100) -> list[DeadLetter]:
+        """Up to ``count`` dead letters, oldest first (by when they died, over shards)."""
+        out: list[tuple[int, DeadLetter]] = []
         try:
-            rows: Any = await self.redis.xrange(self.dead_stream, count=count)
-        except RedisError as exc:
+            for _stream, dead in self.pairs:
+                rows: Any = await self.redis.xrange(dead, count=count)
+                for eid, raw in rows:
+                    f = {text_of(k): text_of(v) for k, v in raw.items()}
+                    letter = DeadLetter(
+                        f.get("_entry_id", ""), f, f.get("_error", ""), int(f.get("_deliveries", 0))
+                    )
+                    out.append((entry_order(text_of(eid))[0], letter))
+        except REDIS_ERRORS as exc:
             raise StoreUnavailable(f"Redis: {exc}") from exc
-        out = []
-        for _eid, raw in rows:
-            f = {_s(k): _s(v) for k, v in raw.items()}
-            out.append(
-                DeadLetter(
-                    f.get("_entry_id", ""), f, f.get("_error", ""), int(f.get("_deliveries", 0))
-                )
-            )
-        return out
+        out.sort(key=lambda pair: pair[0])
+        return [letter for _at, letter in out[:count]]
 
     async def requeue_dead(self) -> int:
-        """Put every dead letter back on the ingest stream (after fixing its cause)."""
+        """Put every dead letter back on its ingest stream (after fixing its cause)."""
+        moved = 0
         try:
-            rows: Any = await self.redis.xrange(self.dead_stream)
-            for eid, raw in rows:
-                fields = {k: v for k, v in raw.items() if not _s(k).startswith("_")}
-                async with self.redis.pipeline(transaction=True) as pipe:
-                    pipe.xadd(self.stream, fields)
-                    pipe.xdel(self.dead_stream, eid)
-                    await pipe.execute()
-        except RedisError as exc:
+            for stream, dead in self.pairs:
+                rows: Any = await self.redis.xrange(dead)
+                for eid, raw in rows:
+                    fields = {k: v for k, v in raw.items() if not text_of(k).startswith("_")}
+                    async with self.redis.pipeline(transaction=True) as pipe:
+                        pipe.xadd(stream, fields)
+                        pipe.xdel(dead, eid)
+                        await pipe.execute()
+                moved += len(rows)
+        except REDIS_ERRORS as exc:
             raise StoreUnavailable(f"Redis: {exc}") from exc
-        return len(rows)
+        return moved
 
     async def drop_user_jobs(self, user_id: str, *, accepted_until: datetime) -> int:
         """Remove the queued and dead-lettered jobs of ``user_id`` accepted up to
@@ -314,45 +348,58 @@ class IngestQueue:
         msg_id: str | None = None,
     ) -> int:
         """:meth:`drop_user_jobs` for one session of the user, or one message."""
-        wanted = _Wanted(user_id, session_id, msg_id)
+        wanted = Wanted(user_id, session_id, msg_id)
         await self.ensure_group()
-        try:
-            queued = await self._jobs_of(self.stream, wanted, accepted_until)
-            if queued:
-                await self.ack(queued)
-            dead = await self._jobs_of(self.dead_stream, wanted, accepted_until)
-            if dead:
-                await self.redis.xdel(self.dead_stream, *(j.entry_id for j in dead))
-        except RedisError as exc:
-            raise StoreUnavailable(f"Redis: {exc}") from exc
-        if self.journal is not None:
-            self.journal.remove(j.fields.get("msg_id", "") for j in dead)
-        return len(queued) + len(dead)
+        dropped = 0
+        for stream, dead in self._pairs_of(user_id, session_id):
+            try:
+                queued = await self._jobs_of(stream, wanted, accepted_until)
+                if queued:
+                    await self.ack(queued)
+                dead_jobs = await self._jobs_of(dead, wanted, accepted_until)
+                if dead_jobs:
+                    await self.redis.xdel(dead, *(j.entry_id for j in dead_jobs))
+            except REDIS_ERRORS as exc:
+                raise StoreUnavailable(f"Redis: {exc}") from exc
+            if self.journal is not None:
+                self.journal.remove(j.fields.get("msg_id", "") for j in dead_jobs)
+            dropped += len(queued) + len(dead_jobs)
+        return dropped
+
+    def _pairs_of(self, user_id: str, session_id: str | None) -> list[tuple[str, str]]:
+        """The streams that can hold jobs of a session (its own), or of a whole user (all)."""
+        if session_id is None or len(self.pairs) == 1:
+            return self.pairs
+        stream = self.keys.session_stream(user_id, session_id)
+        return [(stream, self.dead_of[stream])]
 
     async def queued_message(self, user_id: str, msg_id: str) -> Message | None:
         """The message of a job of ``user_id`` still queued or dead-lettered, if any."""
-        wanted = _Wanted(user_id, None, msg_id)
+        wanted = Wanted(user_id, None, msg_id)
         until = datetime.max.replace(tzinfo=UTC)
         try:
-            for stream in (self.stream, self.dead_stream):
-                for job in await self._jobs_of(stream, wanted, until):
-                    try:
-                        return message_from_job(job)
-                    except ValidationError:
-                        continue
-        except RedisError as exc:
+            for pair in self.pairs:
+                for stream in pair:
+                    for job in await self._jobs_of(stream, wanted, until):
+                        try:
+                            return message_from_job(job)
+                        except ValidationError:
+                            continue
+        except REDIS_ERRORS as exc:
             raise StoreUnavailable(f"Redis: {exc}") from exc
         return None
 
     async def _jobs_of(
-        self, stream: str, wanted: _Wanted, accepted_until: datetime, page: int = 500
+        self, stream: str, wanted: Wanted, accepted_until: datetime, page: int = 500
     ) -> list[Job]:
         found: list[Job] = []
         start = "-"
         while True:
             rows: Any = await self.redis.xrange(stream, min=start, count=page)
             for eid, raw in rows:
-                job = Job(_s(eid), {_s(k): _s(v) for k, v in raw.items()})
+                job = Job(
+                    text_of(eid), {text_of(k): text_of(v) for k, v in raw.items()}, stream=stream
+                )
                 if not wanted.matches(job.fields):
                     continue
                 when = accepted_at(job)
@@ -360,83 +407,17 @@ class IngestQueue:
                     found.append(job)
             if len(rows) < page:
                 return found
-            start = "(" + _s(rows[-1][0])
+            start = "(" + text_of(rows[-1][0])
 
     async def pending_count(self) -> int:
+        """Jobs not yet acknowledged, over every stream."""
         await self.ensure_group()
+        total = 0
         try:
-            info = await self.redis.xpending(self.stream, GROUP)
-            backlog = await self.redis.xlen(self.stream)
-        except RedisError as exc:
+            for stream, _dead in self.pairs:
+                info = await self.redis.xpending(stream, GROUP)
+                backlog = await self.redis.xlen(stream)
+                total += max(int(info["pending"]), int(backlog))
+        except REDIS_ERRORS as exc:
             raise StoreUnavailable(f"Redis: {exc}") from exc
-        return max(int(info["pending"]), int(backlog))
-
-
-@dataclass(frozen=True)
-class _Wanted:
-    """Which jobs a drop or a lookup is about: a user's, of one session, of one message."""
-
-    user_id: str
-    session_id: str | None
-    msg_id: str | None
-
-    def matches(self, fields: Mapping[str, str]) -> bool:
-        return (
-            fields.get("user_id") == self.user_id
-            and self.session_id in (None, fields.get("session_id"))
-            and self.msg_id in (None, fields.get("msg_id"))
-        )
-
-
-def job_fields(
-    *,
-    msg_id: str,
-    user_id: str,
-    session_id: str,
-    role: str,
-    content: str,
-    ts_ms: int,
-    name: str | None,
-    accepted_us: int,
-) -> dict[str, str]:
-    """A message's stream entry as the write script writes it: the message's time in
-    epoch milliseconds, when it was accepted in microseconds, ``name`` only when set."""
-    fields = {
-        "msg_id": msg_id,
-        "user_id": user_id,
-        "session_id": session_id,
-        "role": role,
-        "content": content,
-        "ts_ms": str(ts_ms),
-        "accepted_us": str(accepted_us),
-    }
-    return fields if name is None else {**fields, "name": name}
-
-
-def message_from_job(job: Job) -> Message:
-    """Validate a stream entry; a malformed one raises and ends in the dead-letter stream."""
-    f = job.fields
-    try:
-        msg_id, user_id, session_id = f["msg_id"], f["user_id"], f["session_id"]
-        role, content, ts_ms = f["role"], f["content"], int(f["ts_ms"])
-    except (KeyError, ValueError) as exc:
-        raise ValidationError(f"malformed ingest job {job.entry_id}: {exc!r}") from exc
-    validate_id("user_id", user_id)
-    validate_id("session_id", session_id)
-    if role not in ROLES or not content.strip():
-        raise ValidationError(f"malformed ingest job {job.entry_id}: role {role!r} / empty content")
-    try:
-        # Jobs queued before names existed have no "name"; "" also means none.
-        name = validate_name(f.get("name") or None)
-    except ValidationError as exc:
-        raise ValidationError(f"malformed ingest job {job.entry_id}: {exc}") from exc
-    return Message(
-        msg_id,
-        user_id,
-        session_id,
-        role,
-        content,
-        from_ms(ts_ms),
-        name,
-        accepted_at(job),
-    )
+        return total

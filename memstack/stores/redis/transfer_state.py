@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from redis.exceptions import RedisError
-
 from memstack.core.errors import StoreUnavailable
+from memstack.stores.redis.errors import REDIS_ERRORS
 from memstack.stores.redis.working_memory import WorkingMemory
 
 # The state field that says the window holds the session's recent history (see
@@ -17,12 +16,10 @@ COMPLETE_FIELD = "_complete"
 
 def _session_of(working: WorkingMemory, key: str) -> tuple[str, str] | None:
     """(user_id, session_id) of a state key, or None for any other key."""
-    _, sep, tail = key.partition("{")
-    tag, sep2, what = tail.partition("}:")
-    if not sep or not sep2 or what != "state" or "/" not in tag:
+    parsed = working.keys.parse_session(key)
+    if parsed is None or parsed[2] != "state":
         return None
-    user_id, session_id = tag.split("/", 1)
-    return (user_id, session_id) if working.keys.state(user_id, session_id) == key else None
+    return parsed[0], parsed[1]
 
 
 async def state_sessions(
@@ -38,7 +35,7 @@ async def state_sessions(
             pair = _session_of(working, key)
             if pair is not None and (user_id is None or pair[0] == user_id):
                 found.add(pair)
-    except RedisError as exc:
+    except REDIS_ERRORS as exc:
         raise StoreUnavailable(f"Redis: {exc}") from exc
     return sorted(found)
 
@@ -53,5 +50,5 @@ async def mark_windows_incomplete(
             for user_id, session_id in sorted(set(sessions)):
                 pipe.hdel(working.keys.state(user_id, session_id), COMPLETE_FIELD)
             await pipe.execute()
-    except RedisError as exc:
+    except REDIS_ERRORS as exc:
         raise StoreUnavailable(f"Redis: {exc}") from exc

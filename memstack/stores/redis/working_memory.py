@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import ResponseError
 
 from memstack.core.errors import (
     Conflict,
@@ -30,7 +30,8 @@ from memstack.core.messages import Message
 from memstack.core.settings import Settings
 from memstack.core.time import from_ms, to_ms
 from memstack.stores.redis import scripts
-from memstack.stores.redis.keys import Keys, session_tag
+from memstack.stores.redis.errors import REDIS_ERRORS
+from memstack.stores.redis.keys import keys_for, session_tag
 
 
 def _entry(m: Message) -> str:
@@ -85,7 +86,7 @@ class SessionState:
     last_msg_at: datetime | None
 
 
-def _wrap(exc: RedisError) -> Exception:
+def _wrap(exc: Exception) -> Exception:
     if isinstance(exc, ResponseError) and str(exc).startswith("CONFLICT"):
         return Conflict(
             "this msg_id was already used in this session for another message; "
@@ -98,7 +99,7 @@ class WorkingMemory:
     def __init__(self, redis: Redis, settings: Settings) -> None:
         self.redis = redis
         self.settings = settings
-        self.keys = Keys(settings.key_prefix)
+        self.keys = keys_for(settings)
         self._write = redis.register_script(scripts.WRITE)
         self._set_state = redis.register_script(scripts.SET_STATE)
         self._repair = redis.register_script(scripts.REPAIR_WINDOW)
@@ -126,7 +127,7 @@ class WorkingMemory:
                     k.window(user_id, session_id),
                     k.state(user_id, session_id),
                     k.idempotency(user_id, session_id, caller_msg_id or "_"),
-                    k.ingest_stream(),
+                    k.session_stream(user_id, session_id),
                 ],
                 args=[
                     user_id,
@@ -144,7 +145,7 @@ class WorkingMemory:
                     text_hash(f"{role}\x1f{name or ''}\x1f{content}"),
                 ],
             )
-        except RedisError as exc:
+        except REDIS_ERRORS as exc:
             raise _wrap(exc) from exc
         return WriteResult(_text(res[0]), bool(int(res[1])))
 
@@ -157,7 +158,7 @@ class WorkingMemory:
                 pipe.lrange(self.keys.window(user_id, session_id), -count, -1)
                 pipe.hget(self.keys.state(user_id, session_id), "_complete")
                 raw, complete = await pipe.execute()
-        except RedisError as exc:
+        except REDIS_ERRORS as exc:
             raise _wrap(exc) from exc
         msgs = [_message(r, session_id) for r in raw]
         return WindowRead([m for m in msgs if m.user_id == user_id], complete is not None)
@@ -176,14 +177,14 @@ class WorkingMemory:
                     *(_entry(m) for m in recent),
                 ],
             )
-        except RedisError as exc:
+        except REDIS_ERRORS as exc:
             raise _wrap(exc) from exc
         return int(held)
 
     async def window_length(self, user_id: str, session_id: str) -> int:
         try:
             return int(await self.redis.llen(self.keys.window(user_id, session_id)))
-        except RedisError as exc:
+        except REDIS_ERRORS as exc:
             raise _wrap(exc) from exc
 
     async def set_state(self, user_id: str, session_id: str, values: Mapping[str, Any]) -> None:
@@ -202,13 +203,13 @@ class WorkingMemory:
                 keys=[self.keys.state(user_id, session_id)],
                 args=[self.settings.state_ttl_s, *flat],
             )
-        except RedisError as exc:
+        except REDIS_ERRORS as exc:
             raise _wrap(exc) from exc
 
     async def get_state(self, user_id: str, session_id: str) -> SessionState:
         try:
             raw = await self.redis.hgetall(self.keys.state(user_id, session_id))
-        except RedisError as exc:
+        except REDIS_ERRORS as exc:
             raise _wrap(exc) from exc
         data = {_text(k): _text(v) for k, v in raw.items()}
         fields = {k: json.loads(v) for k, v in data.items() if not k.startswith("_")}
@@ -232,7 +233,7 @@ class WorkingMemory:
                 nx=True,
                 ex=ttl_s or self.settings.lock_ttl_s,
             )
-        except RedisError as exc:
+        except REDIS_ERRORS as exc:
             raise _wrap(exc) from exc
         return token if ok else None
 
@@ -242,7 +243,7 @@ class WorkingMemory:
             return bool(
                 await self._release(keys=[self.keys.lock(user_id, session_id)], args=[token])
             )
-        except RedisError as exc:
+        except REDIS_ERRORS as exc:
             raise _wrap(exc) from exc
 
     @asynccontextmanager
@@ -264,7 +265,7 @@ class WorkingMemory:
         """Redis's clock: the one that stamps accepted jobs (``accepted_us``)."""
         try:
             seconds, micros = await self.redis.time()
-        except RedisError as exc:
+        except REDIS_ERRORS as exc:
             raise _wrap(exc) from exc
         return datetime.fromtimestamp(int(seconds) + int(micros) / 1_000_000, tz=UTC)
 
@@ -276,7 +277,7 @@ class WorkingMemory:
                     keys=[self.keys.window(user_id, session_id)], args=[msg_id, user_id]
                 )
             )
-        except RedisError as exc:
+        except REDIS_ERRORS as exc:
             raise _wrap(exc) from exc
 
     async def forget_user(self, user_id: str) -> int:
@@ -298,7 +299,7 @@ class WorkingMemory:
                     batch = []
             if batch:
                 deleted += int(await self.redis.delete(*batch))
-        except RedisError as exc:
+        except REDIS_ERRORS as exc:
             raise _wrap(exc) from exc
         return deleted
 
@@ -312,7 +313,7 @@ class WorkingMemory:
                 name = _text(key)
                 if name not in exempt and await self.redis.ttl(name) == -1:
                     found.append(name)
-        except RedisError as exc:
+        except REDIS_ERRORS as exc:
             raise _wrap(exc) from exc
         return sorted(found)
 
