@@ -1,20 +1,22 @@
 """Knowledge-base engines: qdrant-client's local mode against qdrant-edge, in process.
 
-memstack's embedded knowledge base is qdrant-client's local mode (``QdrantClient(path=…)``,
-a pure-Python brute-force scan). qdrant-edge-py runs Qdrant's own engine (Rust, HNSW and
-payload indexes) in the process. Both get the same data: ``--sizes`` points of 384-d unit
-vectors (clustered: ``--clusters`` random centres plus noise, closer to text embeddings
-than uniform noise and harder on HNSW than uniform would be in practice for recall), a
-payload like a knowledge-base chunk (``kb`` namespace, ``doc_id``, ``memstack_id``, a
-300-character ``memstack_text``) split over three namespaces (80 / 15 / 5 %). Then
-``--queries`` filtered top-10 searches (a stored vector plus noise, the namespace
-cycling), with the payload, as ``QdrantStore.search`` asks for it.
+memstack's embedded knowledge base was qdrant-client's local mode (``QdrantClient(path=…)``,
+a pure-Python brute-force scan; still so in a home that had one). qdrant-edge-py runs
+Qdrant's own engine (Rust, HNSW and payload indexes) in the process. Both get the same
+data: ``--sizes`` points of 384-d unit vectors (clustered: ``--clusters`` random centres
+plus noise, closer to text embeddings than uniform noise and harder on HNSW than uniform
+would be in practice for recall), a payload like a knowledge-base chunk (``kb``
+namespace, ``doc_id``, ``memstack_id``, a 300-character ``memstack_text``) split over
+three namespaces (80 / 15 / 5 %). Then ``--queries`` filtered top-10 searches (a stored
+vector plus noise, the namespace cycling), with the payload, as ``QdrantStore.search``
+asks for it.
 
 Each engine and size runs in a fresh process, so ``rss_mb`` (resident memory after the
 searches, less the process's before the build) is that engine's alone. ``recall`` is
 recall@10 against an exact numpy scan of the same namespace.
 
-Not a test, and not in memstack's venv: qdrant-edge-py is not a dependency.
+Not a test. It was run in a venv of its own (below); memstack's venv now has qdrant-edge-py
+and qdrant-client, so ``.venv/bin/python benchmarks/kb_engines.py`` works too.
 
     python3 -m venv /tmp/qe-venv
     /tmp/qe-venv/bin/pip install qdrant-edge-py qdrant-client numpy

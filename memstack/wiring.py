@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Literal
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from memstack.core.errors import StoreUnavailable
+from memstack.core.errors import ConfigError, StoreUnavailable
 from memstack.ingest.extraction import build_extractor
 from memstack.ingest.pipeline import Ingestor
 from memstack.ingest.summaries import SessionSummaries
@@ -165,7 +165,7 @@ KB_INDEX_KEYS = ("kb", "doc_id")
 
 
 async def build_store(
-    kind: Literal["chroma", "qdrant"],
+    kind: Literal["chroma", "qdrant", "qdrant-edge"],
     *,
     collection: str,
     url: str | None,
@@ -195,6 +195,17 @@ async def build_store(
             path=None if url else settings.home.resolve() / "chroma",
             shards=chroma_shards,
             shard_key=shard_key,
+        )
+    if kind == "qdrant-edge":
+        from memstack.stores.vectors.qdrant_edge import QdrantEdgeStore
+
+        if url:
+            raise ConfigError("qdrant-edge is embedded: it takes no server URL")
+        return QdrantEdgeStore(
+            collection,
+            model_version=embedder.model_version,
+            dim=dim,
+            path=settings.home.resolve() / "qdrant-edge",
         )
     from memstack.stores.vectors.qdrant import QdrantStore
 
@@ -229,11 +240,28 @@ async def build_memory_store(settings: Settings, embedder: Embedder) -> VectorSt
     )
 
 
+def kb_store_kind(settings: Settings) -> Literal["chroma", "qdrant", "qdrant-edge"]:
+    """``settings.kb_store``, with the embedded "qdrant" resolved to an engine.
+
+    "qdrant" without ``kb_url`` is qdrant-edge (Qdrant's engine in process, with an HNSW
+    index: far faster than local mode's exact scan, docs/benchmarks.md), except in a home whose
+    knowledge base qdrant-client's local mode already holds (``<home>/qdrant``, from
+    before qdrant-edge): that one stays in local mode, so no documents vanish on upgrade.
+    To move such a home over: ``kb_store="qdrant-edge"``, then remove and add each document
+    again (adding an unchanged one is a no-op).
+    """
+    kind = settings.kb_store
+    if kind != "qdrant" or settings.kb_url:
+        return kind
+    local = settings.home.resolve() / "qdrant" / "collection" / f"{settings.key_prefix}_kb"
+    return "qdrant" if local.is_dir() else "qdrant-edge"
+
+
 async def build_kb_store(settings: Settings, embedder: Embedder) -> VectorStore:
-    """Knowledge base: collection ``{key_prefix}_kb`` in ``settings.kb_store``; never
-    sharded: its scope is a namespace, not a user, and it is small."""
+    """Knowledge base: collection ``{key_prefix}_kb`` in :func:`kb_store_kind`'s store;
+    never sharded: its scope is a namespace, not a user, and it is small."""
     return await build_store(
-        settings.kb_store,
+        kb_store_kind(settings),
         collection=f"{settings.key_prefix}_kb",
         url=settings.kb_url,
         settings=settings,

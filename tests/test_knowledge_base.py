@@ -1,5 +1,6 @@
-"""The knowledge base: add, replace, remove, list and search on Qdrant local and Chroma
-embedded, with the registry on SQLite and PostgreSQL; namespaces; the ``memstack kb`` CLI.
+"""The knowledge base: add, replace, remove, list and search on qdrant-edge, Qdrant local
+and Chroma embedded, with the registry on SQLite and PostgreSQL; namespaces; the
+``memstack kb`` CLI.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from memstack.knowledge.base import AddReport, Document, KnowledgeBase, slug_id
 from memstack.memory import AsyncMemory
 from memstack.ml.embedders import HashingEmbedder
 from memstack.stores.sql import db
+from memstack.stores.vectors.qdrant import QdrantStore
+from memstack.stores.vectors.qdrant_edge import QdrantEdgeStore
 from memstack.wiring import build_kb_store
 from tests.conftest import make_settings
 
@@ -61,11 +64,30 @@ class KB:
         )
 
 
-@pytest.fixture(params=["qdrant", "chroma"])
+@pytest.fixture(params=["qdrant", "qdrant-local", "chroma"])
 async def kb(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[KB]:
-    settings = make_settings(tmp_path, kb_store=request.param)
+    """qdrant: a new home's embedded default (qdrant-edge); qdrant-local: a home whose
+    knowledge base qdrant-client's local mode already holds, which keeps it."""
+    kind = "qdrant" if request.param == "qdrant-local" else request.param
+    settings = make_settings(tmp_path, kb_store=kind)
+    if request.param == "qdrant-local":
+        await _old_local_kb(settings)
     async for made in _open(settings):
+        expected = QdrantStore if request.param == "qdrant-local" else QdrantEdgeStore
+        assert kind == "chroma" or isinstance(made.store, expected)
         yield made
+
+
+async def _old_local_kb(settings: Settings) -> None:
+    """The empty knowledge-base collection a home had from before qdrant-edge."""
+    embedder = HashingEmbedder(settings.embed_dim)
+    store = await QdrantStore.open(
+        f"{settings.key_prefix}_kb",
+        model_version=embedder.model_version,
+        dim=settings.embed_dim,
+        path=settings.home.resolve() / "qdrant",
+    )
+    await store.close()
 
 
 async def _open(settings: Settings) -> AsyncIterator[KB]:
@@ -256,6 +278,36 @@ async def test_refused_documents_write_nothing(kb: KB) -> None:
             await kb.kb.search(query)
     assert await kb.kb.documents() == []
     assert await kb.store.count() == 0
+
+
+async def test_home_with_an_old_local_knowledge_base_keeps_its_documents(tmp_path: Path) -> None:
+    """Upgrading to qdrant-edge as the embedded default loses nothing: a home whose
+    knowledge base is in qdrant-client's local mode goes on reading it there."""
+    settings = make_settings(tmp_path)
+    await _old_local_kb(settings)
+    async with await AsyncMemory.open(settings) as mem:
+        # What an older memstack wrote into that collection.
+        await mem.kb_add(Document(SETTLEMENT, doc_id="settlement"))
+    async with await AsyncMemory.open(settings) as mem:
+        hits = await mem.kb_search(SETTLEMENT)
+        assert [h.doc_id for h in hits][:1] == ["settlement"]
+        assert [d.doc_id for d in await mem.kb_list()] == ["settlement"]
+    assert (settings.home / "qdrant" / "collection" / f"{settings.key_prefix}_kb").is_dir()
+    assert not (settings.home / "qdrant-edge").exists()
+    # Moving it over, as the README says: qdrant-edge by name, then remove and add.
+    moved = settings.model_copy(update={"kb_store": "qdrant-edge"})
+    async with await AsyncMemory.open(moved) as mem:
+        assert await mem.kb_search(SETTLEMENT) == []
+        await mem.kb_remove("settlement")
+        await mem.kb_add(Document(SETTLEMENT, doc_id="settlement"))
+        assert [h.doc_id for h in await mem.kb_search(SETTLEMENT)][:1] == ["settlement"]
+    # A new home next to it gets qdrant-edge.
+    fresh = make_settings(tmp_path / "new")
+    async with await AsyncMemory.open(fresh) as mem:
+        await mem.kb_add(Document(SETTLEMENT, doc_id="settlement"))
+        assert [h.doc_id for h in await mem.kb_search(SETTLEMENT)][:1] == ["settlement"]
+    assert (fresh.home / "qdrant-edge" / f"{fresh.key_prefix}_kb" / "memstack.json").is_file()
+    assert not (fresh.home / "qdrant").exists()
 
 
 async def test_registry_errors_name_no_sql(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""The same behaviour over Chroma embedded, a real ``chroma run`` server, and Qdrant local."""
+"""The same behaviour over Chroma embedded, a real ``chroma run`` server, Qdrant local and
+qdrant-edge."""
 
 from __future__ import annotations
 
@@ -34,14 +35,15 @@ from memstack.stores.vectors.base import VectorHit, VectorRecord, VectorStore
 from memstack.stores.vectors.chroma import ChromaStore
 from memstack.stores.vectors.chroma_shards import DIM_KEY, VERSION_KEY, shard_name, shard_of
 from memstack.stores.vectors.qdrant import QdrantStore, point_id
+from memstack.stores.vectors.qdrant_edge import QdrantEdgeStore
 from memstack.wiring import build_kb_store, build_memory_store
 
 DIM = 16
 # chroma-sharded: embedded, the vectors hashed by user into SHARDS collections.
-BACKENDS = ["chroma-embedded", "chroma-server", "chroma-sharded", "qdrant-local"]
+BACKENDS = ["chroma-embedded", "chroma-server", "chroma-sharded", "qdrant-local", "qdrant-edge"]
 SHARDS = 4
 
-Store = ChromaStore | QdrantStore
+Store = ChromaStore | QdrantStore | QdrantEdgeStore
 MakeStore = Callable[..., Awaitable[Store]]
 
 
@@ -148,6 +150,10 @@ async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
         elif backend == "chroma-server":
             store = await ChromaStore.open(
                 collection, model_version=model_version, dim=dim, url=server
+            )
+        elif backend == "qdrant-edge":
+            store = await QdrantEdgeStore.open(
+                collection, model_version=model_version, dim=dim, path=tmp_path / "e"
             )
         else:
             store = await QdrantStore.open(
@@ -1245,13 +1251,15 @@ async def test_factory_builds_embedded_stores_under_home(tmp_path: Path) -> None
     memory: VectorStore = await build_memory_store(settings, embedder)
     kb: VectorStore = await build_kb_store(settings, embedder)
     assert isinstance(memory, ChromaStore) and memory.collection_name == "mx_memory"
-    assert isinstance(kb, QdrantStore) and kb.collection_name == "mx_kb"
+    # A new home's embedded knowledge base is qdrant-edge.
+    assert isinstance(kb, QdrantEdgeStore) and kb.collection_name == "mx_kb"
     assert memory.model_version == kb.model_version == "hashing-v1-16"
 
     [vector] = await embedder.embed(["预算八千"])
     await memory.upsert([VectorRecord("m#0", "预算八千", vector, {"user_id": "u"})])
     await kb.upsert([VectorRecord("d#0", "预算八千", vector, {"kb": "default"})])
-    assert (tmp_path / "chroma").is_dir() and (tmp_path / "qdrant").is_dir()
+    assert (tmp_path / "chroma").is_dir() and (tmp_path / "qdrant-edge" / "mx_kb").is_dir()
+    assert not (tmp_path / "qdrant").exists()
     assert (await memory.search(vector, scope={"user_id": "u"}, top_k=1))[0].id == "m#0"
     assert (await kb.search(vector, scope={"kb": "default"}, top_k=1))[0].id == "d#0"
     await memory.close()
@@ -1294,3 +1302,92 @@ async def test_factory_uses_server_urls(tmp_path: Path, chroma_server: str) -> N
     assert not (tmp_path / "chroma").exists()
     await memory.close()
     await kb.close()
+
+
+# --- qdrant-edge specifics -------------------------------------------------------------------
+
+
+async def test_factory_keeps_an_existing_local_mode_knowledge_base(tmp_path: Path) -> None:
+    """A home from before qdrant-edge keeps its knowledge base in local mode: upgrading
+    loses no document; a new home (or another key prefix) gets qdrant-edge."""
+    v = unit(random.Random(20))
+    old = await QdrantStore.open(
+        "mx_kb", model_version="hashing-v1-16", dim=DIM, path=tmp_path / "qdrant"
+    )
+    await old.upsert([VectorRecord("doc#0", "old document", v, {"kb": "default"})])
+    await old.close()
+    settings = load_settings(home=tmp_path, embedder="hashing", embed_dim=DIM, key_prefix="mx")
+    kb = await build_kb_store(settings, HashingEmbedder(DIM))
+    assert isinstance(kb, QdrantStore)
+    [hit] = await kb.search(v, scope={"kb": "default"}, top_k=3)
+    assert (hit.id, hit.text) == ("doc#0", "old document")
+    await kb.close()
+    other = load_settings(home=tmp_path, embedder="hashing", embed_dim=DIM, key_prefix="my")
+    fresh = await build_kb_store(other, HashingEmbedder(DIM))
+    assert isinstance(fresh, QdrantEdgeStore) and await fresh.count() == 0
+    await fresh.close()
+    # Asked for by name, qdrant-edge is used even beside an old local-mode one.
+    chosen = load_settings(
+        home=tmp_path, embedder="hashing", embed_dim=DIM, key_prefix="mx", kb_store="qdrant-edge"
+    )
+    edge = await build_kb_store(chosen, HashingEmbedder(DIM))
+    assert isinstance(edge, QdrantEdgeStore) and await edge.count() == 0
+    await edge.close()
+
+
+async def test_factory_rejects_a_url_for_qdrant_edge(tmp_path: Path) -> None:
+    settings = load_settings(
+        home=tmp_path, embedder="hashing", embed_dim=DIM, kb_store="qdrant-edge", kb_url="http://x"
+    )
+    with pytest.raises(ConfigError, match="qdrant-edge"):
+        await build_kb_store(settings, HashingEmbedder(DIM))
+
+
+async def test_qdrant_edge_bool_metadata_round_trips_and_filters(tmp_path: Path) -> None:
+    store = await QdrantEdgeStore.open("kb", model_version="m", dim=DIM, path=tmp_path)
+    rng = random.Random(21)
+    await store.upsert([record(f"p{i}", unit(rng), "u", pinned=i % 2 == 0, n=i) for i in range(6)])
+    pinned = await store.search(unit(rng), scope={"user_id": "u"}, where={"pinned": True}, top_k=10)
+    assert sorted(h.id for h in pinned) == ["p0", "p2", "p4"]
+    assert all(h.metadata["pinned"] is True for h in pinned)
+    assert "memstack_bool__pinned" not in pinned[0].metadata
+    unpinned = await store.count({"user_id": "u", "pinned": False})
+    assert unpinned == 3
+    with pytest.raises(ValidationError, match="reserved"):
+        await store.upsert([record("x", unit(rng), "u", **{"memstack_bool__a": "true"})])
+    await store.close()
+
+
+async def test_qdrant_edge_stores_on_one_folder_share_a_handle(tmp_path: Path) -> None:
+    v = unit(random.Random(22))
+    first = await QdrantEdgeStore.open("kb", model_version="m", dim=DIM, path=tmp_path)
+    second = await QdrantEdgeStore.open("kb", model_version="m", dim=DIM, path=tmp_path / ".")
+    await first.upsert([record("a", v, "alice")])
+    await first.close()
+    assert [h.id for h in await second.search(v, scope={"user_id": "alice"}, top_k=3)] == ["a"]
+    # A drop by one store is seen by the other, which starts an empty collection.
+    await second.drop()
+    third = await QdrantEdgeStore.open("kb", model_version="m", dim=DIM, path=tmp_path)
+    assert await third.count() == 0
+    await third.upsert([record("b", v, "alice")])
+    await third.close()
+    again = await QdrantEdgeStore.open("kb", model_version="m", dim=DIM, path=tmp_path)
+    assert await again.count() == 1
+    await again.close()
+
+
+async def test_qdrant_edge_folder_held_elsewhere_is_store_unavailable(tmp_path: Path) -> None:
+    import qdrant_edge
+
+    store = await QdrantEdgeStore.open("kb", model_version="m", dim=DIM, path=tmp_path)
+    await store.close()
+    # Another process's open locks the WAL the same way a second load does.
+    holder = qdrant_edge.EdgeShard.load(str(tmp_path / "kb" / "shard"))
+    try:
+        with pytest.raises(StoreUnavailable, match="qdrant-edge"):
+            await QdrantEdgeStore.open("kb", model_version="m", dim=DIM, path=tmp_path)
+    finally:
+        holder.close()
+    reopened = await QdrantEdgeStore.open("kb", model_version="m", dim=DIM, path=tmp_path)
+    assert await reopened.count() == 0
+    await reopened.close()

@@ -71,9 +71,11 @@ class Settings(BaseSettings):
         "(docs/benchmarks.md). Applies when the store is created; an existing store keeps "
         "its count until `memstack reindex`.",
     )
-    kb_store: Literal["qdrant", "chroma"] = Field(
+    kb_store: Literal["qdrant", "qdrant-edge", "chroma"] = Field(
         default="qdrant",
-        description="Vector store of the knowledge base (as in the specification).",
+        description="Vector store of the knowledge base. qdrant: the server at kb_url, else "
+        "embedded qdrant-edge (Qdrant's engine in process), or qdrant-client's local mode "
+        "for a home whose knowledge base is already in its qdrant folder (from before).",
     )
     kb_url: str | None = Field(
         default=None, description="Server URL of the knowledge-base store. Unset: embedded in home."

@@ -1,4 +1,4 @@
-"""Vector stores: ChromaDB and Qdrant behind one protocol."""
+"""Vector stores: ChromaDB, Qdrant and qdrant-edge behind one protocol."""
 
 from memstack.stores.vectors.base import MetaValue, VectorHit, VectorRecord, VectorStore
 
