@@ -121,10 +121,25 @@ async def test_run_finds_planted_evidence_and_cleans_up(tmp_path: Path) -> None:
     assert report.hits["single-hop"] == 4  # each question's own turn is recalled
     assert 0.0 < report.recall <= 1.0
     assert report.summary()["n"] == 5
+    assert set(report.by("group")) == {"conv-x"}
     assert leftovers == [0]  # the eval's users are forgotten afterwards
     with pytest.raises(ValidationError):
         async with await AsyncMemory.open(settings) as mem:
             await evaluation.run(mem, "locomo", tmp_path / "none.json", semantic_budget=200)
+
+
+def test_micro_and_macro_differ_as_defined() -> None:
+    report = evaluation.Report("locomo", 1000)
+    # One question finds 1 of 4 turns, another 1 of 1: micro 2/5, macro (0.25 + 1) / 2.
+    report.add(evaluation.Outcome("multi-hop", "c1", 1, 4, 900), 10.0)
+    report.add(evaluation.Outcome("single-hop", "c2", 1, 1, 700), 20.0)
+    assert report.recall == pytest.approx(0.4)
+    assert report.macro == pytest.approx(0.625)
+    assert report.mean_tokens == 800
+    assert report.hits == {"multi-hop": 1, "single-hop": 1}
+    assert [r[0] for r in evaluation.rows(report, "group")] == ["c1", "c2"]
+    assert report.summary()["by_group"]["c1"] == {"micro": 0.25, "macro": 0.25}
+    assert report.missed == {}
 
 
 def test_eval_command_prints_json_last(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -134,8 +149,12 @@ def test_eval_command_prints_json_last(tmp_path: Path, monkeypatch: pytest.Monke
     result = CliRunner().invoke(app, ["eval", "longmemeval", "--data", str(data)])
     assert result.exit_code == 0, result.output
     last = json.loads(result.output.strip().splitlines()[-1])
-    assert set(last) == {"recall", "n", "p50_ms", "p95_ms"}
-    assert last["n"] == 1 and last["recall"] == 1.0
+    assert set(last) == {
+        "recall", "macro", "n", "questions", "tokens", "missed", "by_group", "p50_ms", "p95_ms"
+    }  # fmt: skip
+    assert last["n"] == 1 and last["recall"] == 1.0 and last["macro"] == 1.0
+    assert last["by_group"] == {"single-session-user": {"micro": 1.0, "macro": 1.0}}
+    assert 0 < last["tokens"] <= 2000
     bad = CliRunner().invoke(app, ["eval", "squad", "--data", str(data)])
     assert bad.exit_code == 2
 
