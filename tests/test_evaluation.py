@@ -122,6 +122,8 @@ async def test_run_finds_planted_evidence_and_cleans_up(tmp_path: Path) -> None:
     assert 0.0 < report.recall <= 1.0
     assert report.summary()["n"] == 5
     assert set(report.by("group")) == {"conv-x"}
+    # Every evidence turn is either kept or missed for a reason the manifest gives.
+    assert sum(report.hits.values()) + sum(report.missed.values()) == report.n
     assert leftovers == [0]  # the eval's users are forgotten afterwards
     with pytest.raises(ValidationError):
         async with await AsyncMemory.open(settings) as mem:
