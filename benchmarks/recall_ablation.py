@@ -37,7 +37,7 @@ import numpy as np
 
 from memstack.core.ids import scoped_msg_id
 from memstack.core.settings import Settings
-from memstack.eval import recall as evaluation
+from memstack.eval import datasets
 from memstack.ml.embedders import build_embedder
 from memstack.recall import POOL_TOKENS
 from memstack.recall.assembly import EN, age_header, render_turn
@@ -72,7 +72,7 @@ def index_key(ids: tuple[str, ...], turns: dict[str, tuple[Any, ...]]) -> str:
 async def prepare(data: Path, dataset: str = "locomo") -> list[dict[str, Any]]:
     emb = build_embedder(DEFAULTS)
     out = []
-    for conv in evaluation.LOADERS[dataset](data, "abl"):
+    for conv in datasets.LOADERS[dataset](data, "abl"):
         turns = [
             (scoped_msg_id(conv.user_id, s.session_id, m.msg_id), m.role, m.content,
              m.created_at.timestamp(), m.name)
@@ -442,7 +442,7 @@ def sweep() -> list[tuple[str, Scorer]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, required=True)
-    parser.add_argument("--dataset", choices=sorted(evaluation.LOADERS), default="locomo")
+    parser.add_argument("--dataset", choices=sorted(datasets.LOADERS), default="locomo")
     parser.add_argument("--budget", type=int, default=1000)
     parser.add_argument("--accounting", choices=["enforced", "words"], default="enforced")
     parser.add_argument("--only", help="run only the steps whose name contains this")

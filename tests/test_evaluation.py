@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from memstack.cli import app
 from memstack.core.errors import ValidationError
 from memstack.core.settings import Settings
+from memstack.eval import datasets
 from memstack.eval import recall as evaluation
 from memstack.memory import AsyncMemory
 from memstack.ops import calibrate as calibration
@@ -86,7 +87,7 @@ def tiny_longmemeval(path: Path) -> Path:
 
 
 def test_locomo_loader_maps_ids_and_skips_what_it_must(tmp_path: Path) -> None:
-    [conv] = list(evaluation.locomo(tiny_locomo(tmp_path / "l.json.gz"), "run1"))
+    [conv] = list(datasets.locomo(tiny_locomo(tmp_path / "l.json.gz"), "run1"))
     assert len(conv.sessions) == 1 and len(conv.sessions[0].messages) == 8
     first = conv.sessions[0].messages[0]
     assert first.name == "Ann" and first.role == "user"
@@ -102,7 +103,7 @@ def test_locomo_loader_maps_ids_and_skips_what_it_must(tmp_path: Path) -> None:
 
 
 def test_longmemeval_loader(tmp_path: Path) -> None:
-    [conv] = list(evaluation.longmemeval(tiny_longmemeval(tmp_path / "m.json"), "run1"))
+    [conv] = list(datasets.longmemeval(tiny_longmemeval(tmp_path / "m.json"), "run1"))
     assert len(conv.sessions) == 4
     [q] = conv.questions
     assert q.evidence == (f"{conv.user_id}/{conv.sessions[2].session_id}:t0",)
