@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import gzip
 import json
+from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from typer.testing import CliRunner
@@ -16,6 +18,7 @@ from memstack.eval import datasets
 from memstack.eval import recall as evaluation
 from memstack.memory import AsyncMemory
 from memstack.ops import calibrate as calibration
+from memstack.recall.result import ManifestItem
 from memstack.stores.sql import ledger
 from tests.conftest import make_settings
 
@@ -143,6 +146,18 @@ def test_micro_and_macro_differ_as_defined() -> None:
     assert [r[0] for r in evaluation.rows(report, "group")] == ["c1", "c2"]
     assert report.summary()["by_group"]["c1"] == {"micro": 0.25, "macro": 0.25}
     assert report.missed == {}
+
+
+def test_missed_evidence_takes_its_last_reason() -> None:
+    def item(msg: str, reason: str) -> ManifestItem:
+        return ManifestItem("semantic", msg, (msg,), "", 5, False, reason)
+
+    # A second chunk of m1 was a duplicate while gathering; m1 itself fell to the budget.
+    manifest = [item("m1", "duplicate"), item("m1", "budget"), item("m3", "stale_value")]
+    result = SimpleNamespace(manifest=manifest)
+    q = datasets.Question("q?", "multi-hop", datetime.now(UTC), ("m1", "m2", "m3", "m4"))
+    missed = evaluation.missed(result, q, kept={"m4"})  # type: ignore[arg-type]
+    assert missed == {"budget": 1, "not_found": 1, "stale_value": 1}
 
 
 def test_eval_command_prints_json_last(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

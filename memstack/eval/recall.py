@@ -202,12 +202,14 @@ async def ask(
 
 
 def missed(result: ContextResult, q: Question, kept: set[str]) -> dict[str, int]:
-    """Why each evidence turn that was not kept was dropped (its first manifest reason)."""
+    """Why each evidence turn that was not kept was dropped: the last reason the manifest
+    gives, which is the furthest stage it reached (a second chunk of a message dropped
+    as a duplicate while gathering says less than the message's own drop for budget)."""
     reasons: dict[str, str] = {}
     for item in result.manifest:
         if item.layer == "semantic" and not item.kept:
             for m in item.msg_ids:
-                reasons.setdefault(m, item.reason or "dropped")
+                reasons[m] = item.reason or "dropped"
     out: dict[str, int] = {}
     for e in q.evidence:
         if e not in kept:
