@@ -160,6 +160,10 @@ class AsyncMemory(Management, KeyManagement, Portability):
     async def dead_letters(self, count: int = 100) -> list[DeadLetter]:
         return await self.queue.dead_letters(count)
 
+    async def backlog(self) -> int:
+        """Ingest jobs queued or delivered and not yet acknowledged, over every stream."""
+        return await self.queue.pending_count()
+
     # --- maintenance -------------------------------------------------------------------
     async def maintain(
         self, *, dry_run: bool = True, now: Timestamp | None = None

@@ -243,6 +243,9 @@ class Memory:
     def dead_letters(self, count: int = 100) -> list[DeadLetter]:
         return self._run(self.aio.dead_letters(count))
 
+    def backlog(self) -> int:
+        return self._run(self.aio.backlog())
+
     def health(self) -> dict[str, StoreStatus]:
         return self._run(self.aio.health())
 
