@@ -22,6 +22,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from memstack import AsyncMemory
 from memstack.core.settings import Settings, load_settings
+from memstack.server import ui
 from memstack.server.http import errors, routes
 from memstack.server.http.guard import RequestGuard, RequestMetrics
 from memstack.server.http.health import HealthCheck
@@ -84,7 +85,8 @@ def create_app(
     )
     app.add_api_route("/metrics", metrics_endpoint, methods=["GET"], include_in_schema=False)
 
-    errors.install(app)
+    ui.install(app, settings)
+    errors.install(app, ui.error_page)
 
     token = settings.api_token.get_secret_value() if settings.api_token else None
     # The last added runs first: count every request, then guard it.

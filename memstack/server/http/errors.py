@@ -9,7 +9,7 @@ client. No stack trace leaves the server.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
@@ -37,9 +37,12 @@ from memstack.core.errors import (
     Unauthorized,
     ValidationError,
 )
+from memstack.server.http.guard import is_page, route_path
 from memstack.server.schemas import PATTERN_MEANING, ErrorOut
 
 log = logging.getLogger("memstack.server.http")
+# Turns the JSON answer to a request for an inspector page into that page.
+PageOf = Callable[[Request, Response], Response]
 
 # First match wins.
 STATUS_OF: tuple[tuple[type[MemstackError], int], ...] = (
@@ -187,11 +190,25 @@ async def _unexpected(_: Request, exc: Exception) -> Response:
     return _error(500, "InternalError", "internal error; the server log has the details")
 
 
-def install(app: FastAPI) -> None:
-    """Route every error of ``app`` through the handlers above."""
-    app.add_exception_handler(MemstackError, _memstack_error)
+Handler = Callable[[Request, Exception], Awaitable[Response]]
+
+
+def _shown_as(page: PageOf, handler: Handler) -> Handler:
+    """``handler``, whose answer to a request for an inspector page is shown as a page."""
+
+    async def handle(request: Request, exc: Exception) -> Response:
+        response = await handler(request, exc)
+        return page(request, response) if is_page(route_path(request.scope)) else response
+
+    return handle
+
+
+def install(app: FastAPI, page: PageOf) -> None:
+    """Route every error of ``app`` through the handlers above; ``page`` turns an answer
+    to the inspector's pages into HTML."""
+    app.add_exception_handler(MemstackError, _shown_as(page, _memstack_error))
     for outage in UNWRAPPED_OUTAGES:
-        app.add_exception_handler(outage, _outage)
-    app.add_exception_handler(RequestValidationError, _request_invalid)
-    app.add_exception_handler(HTTPException, _http_error)
-    app.add_exception_handler(Exception, _unexpected)
+        app.add_exception_handler(outage, _shown_as(page, _outage))
+    app.add_exception_handler(RequestValidationError, _shown_as(page, _request_invalid))
+    app.add_exception_handler(HTTPException, _shown_as(page, _http_error))
+    app.add_exception_handler(Exception, _shown_as(page, _unexpected))

@@ -17,6 +17,11 @@ Access, once the deployment has a live API key or a token (otherwise the API is 
   its writes only with the ``kb:write`` scope; anything else is 403 (the list of all
   users, other users, ``/v1/admin/…``, routes added later).
 
+The inspector's pages under ``/ui`` take the same keys, from a cookie its sign-in page
+sets (a browser cannot send a bearer header on a link); a user key reaches its own
+``/ui/users/<user>`` pages and the knowledge base's page. A page without a valid key
+is sent to the sign-in page, and a refusal there is a page, not JSON.
+
 The path is judged as the router matches it (``scope["path"]``, percent-decoded once by
 the server, less ``root_path``), segment by segment: a route's ``{user_id}`` is exactly
 the segment after ``users``, so user ``al`` never reaches ``alice``, and a path with a
@@ -26,6 +31,7 @@ the segment after ``users``, so user ``al`` never reaches ``alice``, and a path 
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import logging
 import secrets
@@ -34,6 +40,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from starlette.exceptions import HTTPException
+from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memstack import ApiKey, AsyncMemory
@@ -56,6 +63,20 @@ KB_READS = frozenset(
     }
 )
 UNAUTHORIZED = "missing or wrong bearer token"
+# The inspector: its pages, the cookie that carries their key, and what a browser must
+# load before it has one (the sign-in page, its style sheet and script).
+PAGES = "/ui"
+PAGE_KEY_COOKIE = "memstack_ui_key"
+PAGE_SIGN_IN = "/ui/login"
+PAGE_STATIC = "/ui/static/"
+
+
+def is_page(path: str) -> bool:
+    return path == PAGES or path.startswith(PAGES + "/")
+
+
+def is_open_page(path: str) -> bool:
+    return path == PAGE_SIGN_IN or path.startswith(PAGE_STATIC)
 
 
 class PayloadTooLarge(HTTPException):
@@ -74,6 +95,35 @@ def _header(scope: Scope, name: bytes) -> bytes | None:
         if key.lower() == name:
             return bytes(value)
     return None
+
+
+def _page_key(scope: Scope) -> bytes:
+    cookies = cookie_parser((_header(scope, b"cookie") or b"").decode("latin-1"))
+    return cookies.get(PAGE_KEY_COOKIE, "").encode("latin-1", "replace")
+
+
+def viewer_of(scope: Scope) -> ApiKey | None:
+    """The key a request was admitted with; None for the token or an open API (both reach
+    everything)."""
+    viewer: ApiKey | None = scope.get("state", {}).get("memstack_key")
+    return viewer
+
+
+async def send_page_refusal(send: Send, status: int, detail: str) -> None:
+    """A refused page: to the sign-in page without a valid key, else a short page saying
+    why (the API's JSON would be a blank stare in a browser)."""
+    if status == 401:
+        headers = [(b"location", PAGE_SIGN_IN.encode()), (b"content-length", b"0")]
+        await send({"type": "http.response.start", "status": 303, "headers": headers})
+        await send({"type": "http.response.body", "body": b""})
+        return
+    body = f"<!doctype html><title>{status}</title><p>{html.escape(detail)}</p>".encode()
+    headers = [
+        (b"content-type", b"text/html; charset=utf-8"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 async def send_error(
@@ -109,11 +159,25 @@ def refusal_of(key: ApiKey, method: str, path: str) -> str | None:
         return "a path with . or .. segments is refused"
     if segments[1:4] == ["v1", "users", key.user_id]:
         return None
+    if is_page(path):
+        return _page_refusal(key, method, path, segments)
     if segments[1:3] == ["v1", "knowledge"]:
         if (method, path.removesuffix("/")) in KB_READS or key.grants(KB_WRITE):
             return None
         return f"writing the knowledge base needs a key with the {KB_WRITE} scope"
     return f"this key reaches only /v1/users/{key.user_id}/… and the knowledge base"
+
+
+def _page_refusal(key: ApiKey, method: str, path: str, segments: list[str]) -> str | None:
+    """A user key's pages: its own user's, the knowledge base's (reading), the start page
+    (which sends it to its own) and signing out."""
+    if segments[1:4] == ["ui", "users", key.user_id]:
+        return None
+    if path.removesuffix("/") in (PAGES, f"{PAGES}/logout"):
+        return None
+    if segments[1:3] == ["ui", "knowledge"] and method in ("GET", "HEAD"):
+        return None
+    return f"this key reaches only {PAGES}/users/{key.user_id} and the knowledge base"
 
 
 @dataclass(frozen=True)
@@ -160,6 +224,8 @@ class RequestGuard:
                 return None  # no token and no key: the API is open
             scheme, _, credentials = (_header(scope, b"authorization") or b"").partition(b" ")
             presented = credentials.strip()
+            if is_page(path) and not presented:
+                scheme, presented = b"bearer", _page_key(scope)
             if scheme.lower() != b"bearer" or not presented:
                 return Refusal(401, "Unauthorized", UNAUTHORIZED)
             # compare_digest: the time to reject must not reveal how much of a guess was right.
@@ -175,6 +241,7 @@ class RequestGuard:
             )
         if key is None:
             return Refusal(401, "Unauthorized", UNAUTHORIZED)
+        scope.setdefault("state", {})["memstack_key"] = key
         reason = refusal_of(key, scope["method"], path)
         return None if reason is None else Refusal(403, "Forbidden", reason)
 
@@ -201,7 +268,10 @@ class RequestGuard:
             await self._pass_on(scope, receive, send)
             return
         async with self.slots:
-            refused = await self.refusal(scope, path)
+            refused = None if is_open_page(path) else await self.refusal(scope, path)
+            if refused is not None and is_page(path):
+                await send_page_refusal(send, refused.status, refused.detail)
+                return
             if refused is not None:
                 bearer = [("WWW-Authenticate", "Bearer")] if refused.status == 401 else []
                 await send_error(

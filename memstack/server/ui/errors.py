@@ -1,0 +1,25 @@
+"""A failed page as a page: the API's error (type and detail, already free of store
+addresses and SQL) shown in the frame, in the viewer's language."""
+
+from __future__ import annotations
+
+import json
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from memstack.server.ui.render import render
+
+
+def error_page(request: Request, response: Response) -> Response:
+    """``response``, the API's JSON error for this request, as an HTML page."""
+    try:
+        body = json.loads(bytes(response.body))
+        error, detail = str(body["error"]), str(body["detail"])
+    except (ValueError, KeyError, TypeError):
+        return response
+    page = render(request, "error.html", status=response.status_code, error=error, detail=detail)
+    for name in ("allow", "www-authenticate"):
+        if name in response.headers:
+            page.headers[name] = response.headers[name]
+    return page

@@ -1,0 +1,49 @@
+"""Rendering a page: the templates (every value escaped), the viewer's language, and what
+every page's frame needs (who is looking, the links they may follow)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+
+from memstack.server.http.guard import viewer_of
+from memstack.server.ui import views
+from memstack.server.ui.text import LANG_COOKIE, language_of, words
+
+# Escaping is on for every template: messages, facts and documents are users' text.
+_TEMPLATES = Environment(
+    loader=PackageLoader("memstack.server.ui", "templates"),
+    autoescape=select_autoescape(default=True),
+    undefined=StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+_TEMPLATES.globals.update(iso=views.iso, value_text=views.value_text)
+ONE_YEAR_S = 365 * 24 * 3600
+
+
+def _switch_url(request: Request, lang: str) -> str:
+    """This page in the other language."""
+    other = "en" if lang == "zh" else "zh"
+    return str(request.url.include_query_params(lang=other).replace(scheme="", netloc=""))
+
+
+def render(request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
+    lang = language_of(request)
+    viewer = viewer_of(request.scope)
+    html = _TEMPLATES.get_template(template).render(
+        t=words(lang),
+        lang=lang,
+        switch_url=_switch_url(request, lang),
+        # The token, an admin key or an open API see every user and the operations page.
+        sees_all=viewer is None or viewer.admin,
+        viewer=viewer,
+        **values,
+    )
+    response = HTMLResponse(html, status_code=status)
+    if request.query_params.get("lang") == lang:
+        response.set_cookie(LANG_COOKIE, lang, max_age=ONE_YEAR_S, path="/ui", samesite="lax")
+    return response
