@@ -1,0 +1,1 @@
+"""Adapters that plug memstack into agent frameworks (LlamaIndex, LangGraph)."""
