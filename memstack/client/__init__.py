@@ -45,6 +45,7 @@ LIBRARY_ONLY = frozenset(
         "knowledge_context",  # no route: the session knowledge cache is part of context()
         "summaries",  # no route yet
         "dead_letters",  # no route yet: `memstack dead-letters` on the server's host
+        "backlog",  # no route: the inspector's operations page (/ui/operations) shows it
         "maintain",  # operator work: `memstack maintain` where the stores are
         "reindex",  # operator work: `memstack reindex`
         "prepare",  # the server prepares its models at start
