@@ -32,10 +32,16 @@ def test_readme_names_the_three_commands() -> None:
     )
 
 
-def test_readme_python_example_runs(tmp_path: Path) -> None:
+def _readme_example(heading: str) -> str:
+    """The first Python block of the README after ``heading``."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Using it") :]
-    code = section[section.index("```python") + len("```python") : section.index("```\n", 10)]
+    section = readme[readme.index(heading) :]
+    start = section.index("```python") + len("```python")
+    return section[start : section.index("```\n", start)]
+
+
+def _run_embedded(code: str, tmp_path: Path) -> str:
+    """``code`` in a fresh process on the embedded default; its standard output."""
     env = {
         **os.environ,
         "MEMSTACK_HOME": str(tmp_path / "home"),
@@ -47,9 +53,26 @@ def test_readme_python_example_runs(tmp_path: Path) -> None:
         [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr
-    assert "'amount': 8000" in result.stdout
-    assert "预算上限：8000 CNY" in result.stdout
-    assert "5000" not in result.stdout.split("预算上限")[1]
+    return result.stdout
+
+
+def test_readme_python_example_runs(tmp_path: Path) -> None:
+    out = _run_embedded(_readme_example("## Using it"), tmp_path)
+    assert "'amount': 8000" in out
+    assert "预算上限：8000 CNY" in out
+    assert "5000" not in out.split("预算上限")[1]
+
+
+def test_readme_langgraph_example_remembers_across_threads(tmp_path: Path) -> None:
+    out = _run_embedded(_readme_example("### LangGraph"), tmp_path)
+    assert out.splitlines() == ["noted", "Ana lives in Porto"]
+
+
+def test_readme_llama_index_example_brings_memory_to_the_llm(tmp_path: Path) -> None:
+    out = _run_embedded(_readme_example("### LlamaIndex"), tmp_path)
+    reply, roles = out.rstrip("\n").rsplit("\n", 1)
+    assert "8000" in reply  # the fact from session s1 reached the (echoing) mock LLM
+    assert roles == "['user', 'assistant']"
 
 
 def _key_table() -> dict[str, tuple[str, set[str]]]:
