@@ -118,7 +118,9 @@ def click(browser: Any, css: str) -> None:
 
     page = browser.find_element("tag name", "html")
     browser.find_element("css selector", css).click()
-    WebDriverWait(browser, WAIT_S).until(expected_conditions.staleness_of(page))
+    wait = WebDriverWait(browser, WAIT_S)
+    wait.until(expected_conditions.staleness_of(page))
+    wait.until(lambda b: b.execute_script("return document.readyState") == "complete")
 
 
 def shot(browser: Any, name: str) -> None:
@@ -140,6 +142,10 @@ def test_a_page_without_a_key_goes_to_the_sign_in_page(server: str, browser: Any
     browser.find_element("id", "key").send_keys(TOKEN)
     click(browser, "#sign-in button")
     assert browser.find_element("tag name", "h1").text == "Users"
+    click(browser, "#sign-out")
+    assert browser.current_url.endswith("/ui/login")
+    browser.find_element("id", "key").send_keys(TOKEN)
+    click(browser, "#sign-in button")
 
 
 def test_users_facts_timeline_and_sessions(

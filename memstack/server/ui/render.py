@@ -9,7 +9,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from memstack.server.http.guard import viewer_of
+from memstack.server.http.guard import PAGE_KEY_COOKIE, viewer_of
 from memstack.server.ui import views
 from memstack.server.ui.text import LANG_COOKIE, language_of, words
 
@@ -41,6 +41,7 @@ def render(request: Request, template: str, status: int = 200, **values: Any) ->
         # The token, an admin key or an open API see every user and the operations page.
         sees_all=viewer is None or viewer.admin,
         viewer=viewer,
+        signed_in=PAGE_KEY_COOKIE in request.cookies,
         **values,
     )
     response = HTMLResponse(html, status_code=status)
