@@ -55,7 +55,19 @@ async def test_a_user_page_shows_current_facts_and_which_value_replaced_which(ap
     timeline = unescape(page.split('<section id="timeline">')[1])
     old, new = timeline.index('"amount": 5000'), timeline.index('"amount": 8000')
     assert old < new  # old value, then the value that replaced it
-    assert f"#m-{ids[0]}" in timeline and f"#m-{ids[2]}" in timeline  # each value's message
+    for said in (ids[0], ids[2]):  # each value links to the message that stated it
+        assert f'href="/ui/users/{u}/messages/{said}"' in timeline
+    source = (await client.get(f"/ui/users/{u}/messages/{ids[2]}")).text
+    assert "其实我可以到八千" in source and "Tim" in source
+    assert rows(source, "stated")[0].startswith('budget_limit {"amount": 8000')
+    assert (await client.get(f"/ui/users/{new_id('u')}/messages/{ids[2]}")).status_code == 404
+
+    # A value set by hand has no message to link; an erased message is said to be gone.
+    await mem.set_fact(u, "budget_limit", 9000)
+    await mem.delete_message(u, ids[0])
+    edited = unescape((await client.get(f"/ui/users/{u}")).text.split('id="timeline"')[1])
+    assert "set by hand" in edited and "source message deleted" in edited
+    assert f"/messages/{ids[0]}" not in edited
     assert rows(page, "sessions")[0].startswith(f"{s} 3 2026-11-01 09:00:00 UTC")
 
     # As of a moment between the two: the old value, from the same history.

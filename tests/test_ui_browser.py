@@ -162,6 +162,11 @@ def test_users_facts_timeline_and_sessions(
     [first_seen] = texts(browser, "#sessions tbody tr td:nth-child(3)")
     assert first_seen.startswith("01/11/2026, 17:00:00")
     shot(browser, "user")
+    click(browser, '.timeline[data-key="budget_limit"] li.current a')
+    assert "其实我可以到八千" in browser.find_element("id", "message").text
+    assert texts(browser, "#stated tbody tr")[0].startswith('budget_limit {"amount": 8000')
+    shot(browser, "message")
+    browser.back()
 
     click(browser, f'#sessions a[href$="/{story["session"]}"]')
     ledger = texts(browser, "#ledger tbody tr")

@@ -18,6 +18,7 @@ from pydantic import BeforeValidator, Field
 
 from memstack.core.ids import DEFAULT_NAMESPACE
 from memstack.server.http.guard import viewer_of
+from memstack.server.http.manage_routes import MsgId
 from memstack.server.http.params import MemoryDep, SessionId, UserId
 from memstack.server.schemas import Namespace
 from memstack.server.ui import views
@@ -114,6 +115,14 @@ async def session(
     )
 
 
+async def message(request: Request, user_id: UserId, msg_id: MsgId, mem: MemoryDep) -> Response:
+    """One message (a fact's source links here, whatever page of its session it is on) and
+    the facts it stated."""
+    found = await mem.get_message(user_id, msg_id)
+    stated = [f for f in await mem.fact_history(user_id) if f.msg_id == found.msg_id]
+    return render(request, "message.html", user_id=user_id, message=found, facts=stated)
+
+
 async def context_preview(
     request: Request,
     user_id: UserId,
@@ -179,6 +188,7 @@ def router() -> APIRouter:
         ("", start),
         ("/users/{user_id}", user),
         ("/users/{user_id}/sessions/{session_id}", session),
+        ("/users/{user_id}/messages/{msg_id:path}", message),
         ("/users/{user_id}/context", context_preview),
         ("/knowledge", knowledge),
         ("/operations", operations),

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from memstack import Allocation, ManifestItem, Message, StoredFact
+from memstack.core.ids import BY_HAND
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,15 @@ class Version:
     @property
     def current(self) -> bool:
         return self.fact.valid_until is None
+
+    @property
+    def by_hand(self) -> bool:
+        return self.fact.msg_id.startswith(BY_HAND)
+
+    @property
+    def has_message(self) -> bool:
+        """Whether the message that stated it can be shown: not set by hand, not erased."""
+        return not (self.by_hand or self.fact.source_deleted)
 
 
 def timelines(history: Iterable[StoredFact]) -> list[tuple[str, list[Version]]]:
