@@ -22,6 +22,7 @@ from memstack.core.errors import (
     Unauthorized,
     ValidationError,
 )
+from memstack.core.identity import UserIdentity
 from memstack.core.messages import Message
 from memstack.core.settings import Settings, load_settings
 from memstack.ingest.maintenance import MaintenanceReport, ReindexReport
@@ -36,6 +37,7 @@ from memstack.recall.result import ContextResult, ManifestItem
 from memstack.recall.search import SearchHit
 from memstack.stores.redis.queue import DeadLetter
 from memstack.stores.redis.working_memory import SessionState
+from memstack.stores.sql.candidates import StoredCandidate
 from memstack.stores.sql.facts import StoredFact
 from memstack.stores.sql.ledger import SessionOverview, UserOverview
 from memstack.sync import Memory
@@ -83,8 +85,10 @@ __all__ = [
     "StoreError",
     "StoreStatus",
     "StoreUnavailable",
+    "StoredCandidate",
     "StoredFact",
     "Unauthorized",
+    "UserIdentity",
     "UserOverview",
     "ValidationError",
     "WorkerReport",

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from memstack.core.api_keys import ApiKey
+from memstack.core.identity import UserIdentity
 from memstack.core.ids import DEFAULT_NAMESPACE
 from memstack.core.messages import Message
 from memstack.core.settings import Settings
@@ -29,6 +30,7 @@ from memstack.recall.result import ContextResult
 from memstack.recall.search import SearchHit
 from memstack.stores.redis.queue import DeadLetter
 from memstack.stores.redis.working_memory import SessionState
+from memstack.stores.sql.candidates import StoredCandidate
 from memstack.stores.sql.facts import StoredFact
 from memstack.stores.sql.ledger import SessionOverview, UserOverview
 from memstack.transfer.exporting import ExportReport, ExportTarget
@@ -221,6 +223,30 @@ class Memory:
 
     def delete_fact(self, user_id: str, key: str) -> StoredFact:
         return self._run(self.aio.delete_fact(user_id, key))
+
+    def candidates(
+        self,
+        user_id: str,
+        *,
+        status: str = "pending",
+        as_of: Timestamp | None = None,
+        key: str | None = None,
+    ) -> list[StoredCandidate]:
+        return self._run(self.aio.candidates(user_id, status=status, as_of=as_of, key=key))
+
+    def confirm_candidate(self, user_id: str, candidate_id: int) -> StoredFact:
+        return self._run(self.aio.confirm_candidate(user_id, candidate_id))
+
+    def reject_candidate(self, user_id: str, candidate_id: int) -> StoredCandidate:
+        return self._run(self.aio.reject_candidate(user_id, candidate_id))
+
+    def identity(self, user_id: str) -> UserIdentity:
+        return self._run(self.aio.identity(user_id))
+
+    def set_identity(
+        self, user_id: str, *, display_name: str | None = None, aliases: Sequence[str] = ()
+    ) -> UserIdentity:
+        return self._run(self.aio.set_identity(user_id, display_name=display_name, aliases=aliases))
 
     # --- API keys ------------------------------------------------------------------
     def create_key(

@@ -18,16 +18,16 @@ from typer.testing import CliRunner
 
 from memstack.cli import app
 from memstack.core.errors import ValidationError
-from memstack.eval.facts import (
+from memstack.eval.fact_cases import (
     Case,
+    Turn,
     list_match,
     load_cases,
     money_match,
-    score,
-    summary,
     text_match,
     value_match,
 )
+from memstack.eval.facts import score, summary
 
 ROOT = Path(__file__).resolve().parents[1]
 # CI machines keep the shared tools beside the checkout.
@@ -78,7 +78,7 @@ def test_list_money_and_text_values() -> None:
 
 
 def case(cid: str, lang: str, expected: dict[str, Any], absent: tuple[str, ...] = ()) -> Case:
-    return Case(cid, lang, ("m",), expected, absent, note=f"note {cid}")
+    return Case(cid, lang, (Turn("m"),), expected, absent, note=f"note {cid}")
 
 
 def test_score_counts_as_the_readme_says() -> None:
@@ -153,8 +153,13 @@ GOOD = {"id": "x", "lang": "en", "messages": ["hi"], "expected": [], "absent": [
     [
         {**GOOD, "lang": "fr"},
         {**GOOD, "messages": []},
-        {**GOOD, "messages": ["a", "b", "c", "d", "e"]},
+        {**GOOD, "messages": ["a"] * 9},  # at most 8 turns
         {**GOOD, "messages": ["  "]},
+        {**GOOD, "messages": [{"role": "system", "text": "x"}]},
+        {**GOOD, "messages": [{"role": "user", "name": " ", "text": "x"}]},
+        {**GOOD, "messages": [{"role": "user", "text": "x", "ts": 1}]},
+        {**GOOD, "trap": ["not-a-trap"]},
+        {**GOOD, "identity": [""]},
         {**GOOD, "expected": [{"key": "budget", "value": CNY_5000}]},  # a synonym
         {**GOOD, "expected": [{"key": "budget_limit", "value": 5000}]},
         {**GOOD, "expected": [{"key": "pets", "value": "cat"}]},
@@ -177,7 +182,7 @@ def test_load_cases_refuses_a_repeated_id_and_skips_blank_lines(tmp_path: Path) 
         load_cases(path)
     path.write_text(json.dumps(GOOD) + "\n\n", encoding="utf-8")
     [only] = load_cases(path)
-    assert (only.id, only.messages, only.absent) == ("x", ("hi",), ("name",))
+    assert (only.id, only.messages, only.absent) == ("x", (Turn("hi"),), ("name",))
 
 
 # --- end to end, with a scripted LLM so the facts do not depend on the rules of the day ----

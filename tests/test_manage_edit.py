@@ -159,6 +159,7 @@ async def test_a_message_deleted_before_the_worker_ran_is_never_stored(mem: Asyn
         "messages": 0,
         "summaries": 0,
         "facts_kept": 0,
+        "candidates": 0,
         "jobs": 1,
         "window": 1,
         "chunks": 0,

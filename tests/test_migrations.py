@@ -354,6 +354,7 @@ async def test_0008_adds_the_erasure_marks_and_downgrade_drops_them(
         db.upgrade(settings, "0008")
         pk = sa.inspect(engine).get_pk_constraint("memory_erasure")["constrained_columns"]
         assert pk == ["user_id", "scope", "target"]
+        db.upgrade(settings)  # memstack opens a database at head only
         async with await AsyncMemory.open(settings) as mem:
             await mem.remember("u9", "s9", "user", "to be forgotten")
             await mem.drain(summarize=False)
@@ -371,5 +372,41 @@ async def test_0008_adds_the_erasure_marks_and_downgrade_drops_them(
         with engine.connect() as conn:
             kept = conn.execute(sa.text("SELECT content FROM memory_message")).all()
         assert sorted(r.content for r in kept) == ["content of kept", "said afterwards"]
+    finally:
+        engine.dispose()
+
+
+async def test_0009_adds_candidates_and_names_and_downgrade_drops_them(
+    fresh_settings: Settings,
+) -> None:
+    settings = fresh_settings
+    cfg = db.alembic_config(db.sync_url(settings))
+    engine = sa.create_engine(db.sync_url(settings))
+    try:
+        db.upgrade(settings, "0008")
+        _insert(engine, "kept")
+        assert "memory_fact_candidate" not in sa.inspect(engine).get_table_names()
+
+        db.upgrade(settings, "0009")
+        inspector = sa.inspect(engine)
+        assert "memory_fact_candidate" in inspector.get_table_names()
+        for table in ("agent_memory_fact", "agent_memory_fact_archive"):
+            assert "candidate_id" in {c["name"] for c in inspector.get_columns(table)}
+        users = {c["name"] for c in inspector.get_columns("memory_user")}
+        assert {"display_name", "aliases"} <= users
+        db.upgrade(settings)
+        async with await AsyncMemory.open(settings) as mem:
+            await mem.remember("u9", "s9", "user", "hello")
+            await mem.drain(summarize=False)
+            await mem.set_identity("u9", display_name="Nine", aliases=["N"])
+            assert (await mem.identity("u9")).aliases == ("N",)
+
+        command.downgrade(cfg, "0008")
+        inspector = sa.inspect(engine)
+        assert "memory_fact_candidate" not in inspector.get_table_names()
+        assert "display_name" not in {c["name"] for c in inspector.get_columns("memory_user")}
+        with engine.connect() as conn:
+            kept = conn.execute(sa.text("SELECT content FROM memory_message")).all()
+        assert sorted(r.content for r in kept) == ["content of kept", "hello"]
     finally:
         engine.dispose()

@@ -142,6 +142,14 @@ class Settings(BaseSettings):
     extractor: Literal["rules", "llm"] = Field(
         default="rules", description="Fact extractor; llm needs llm_url and falls back to rules."
     )
+    fact_min_confidence: float = Field(
+        default=0.8,
+        ge=0.0,
+        le=1.0,
+        description="A fact extracted with a lower confidence is kept as a candidate (listed, "
+        "confirmed or rejected; never served as the user's) instead of a fact. The rule "
+        "extractor's confidences are calibrated (docs/facts.md).",
+    )
     summariser: Literal["auto", "extractive", "llm"] = Field(
         default="auto", description="Session summariser; auto: llm when llm_url is set."
     )

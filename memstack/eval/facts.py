@@ -1,201 +1,82 @@
 """``memstack eval facts``: how well facts are extracted, scored through the public API.
 
-A case is 1-4 messages of one user and the facts that must be current after them
+A case is a short conversation and the user's facts that must be current after it
 (``expected``) or must not be (``absent``: questions, hypotheticals, other people's
-facts, withdrawn values). Each case gets a fresh user; its messages are remembered one
-minute apart as the user, then ``drain()`` and ``facts(user)``. Extraction is judged as
-a caller sees it, so the vocabulary, the fact store's supersede and withdrawal rules and
-ingest all count, not the extractor alone.
+facts, withdrawn values); see :mod:`memstack.eval.fact_cases` for the format. Each case
+gets a fresh user; its messages are remembered one minute apart (the user's own, other
+named participants', the assistant's), then ``drain()`` and ``facts(user)``. Extraction
+is judged as a caller sees it, so speaker attribution, the vocabulary, the fact store's
+supersede and withdrawal rules, the candidate tier and ingest all count, not the
+extractor alone.
 
-The case format and the comparison rules are those of the shared facts dataset's README
-(eval-data/facts_README.md), and the numbers must equal its reference scorer's on the
-same file (tests/test_fact_eval.py checks this when the scorer is at hand): text is
-compared after NFKC, casefold and dropping whitespace and punctuation, equal or (both of
-two or more characters) one containing the other; a list matches as a set under that
-rule; an amount on equal amount and currency. precision = TP / (TP + wrong values +
-present absent keys), recall = TP / expected facts. Extra facts cost nothing.
+The numbers of the last line must equal the shared facts dataset's reference scorer's on
+the same file (tests/test_fact_eval.py checks this when the scorer is at hand):
+precision = TP / (TP + wrong values + present absent keys), recall = TP / expected
+facts. Extra facts cost nothing. Before it come precision per trap class and the
+candidate tier, scored apart: what is pending review, and what the facts would be if
+every pending candidate were confirmed.
 """
 
 from __future__ import annotations
 
 import json
-import unicodedata
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memstack.core.errors import ValidationError
+from memstack.eval.fact_cases import T0, Case, load_cases, value_match
 
 if TYPE_CHECKING:
     from memstack import AsyncMemory
     from memstack.core.settings import Settings
-
-MONEY_KEYS = frozenset({"budget_limit"})
-LIST_KEYS = frozenset(
-    {"likes", "dislikes", "focus", "do_not_recommend", "allergies", "family", "pets"}
-)
-TEXT_KEYS = frozenset({"name", "city", "occupation", "language", "goal", "diet", "birthday"})
-KEYS = MONEY_KEYS | LIST_KEYS | TEXT_KEYS
-# The reference scorer's clock: the same times make the same facts (late messages,
-# validity) whichever of the two runs a file.
-T0 = datetime(2026, 5, 4, 9, 0, tzinfo=UTC)
-MAX_MESSAGES = 4
-
-
-# --- comparison ----------------------------------------------------------------------------
-
-
-def norm(text: Any) -> str:
-    """NFKC, casefold, every whitespace and punctuation character removed."""
-    s = unicodedata.normalize("NFKC", str(text)).casefold()
-    return "".join(c for c in s if not c.isspace() and not unicodedata.category(c).startswith("P"))
-
-
-def text_match(want: Any, got: Any) -> bool:
-    """Equal norms, or one containing the other when both have two characters or more:
-    "Samsung" ~ "Samsung phones", "花生" ~ "花生过敏"; "猫" never matches "橘猫"."""
-    a, b = norm(want), norm(got)
-    if not a or not b:
-        return False
-    return a == b or (min(len(a), len(b)) >= 2 and (a in b or b in a))
-
-
-def list_match(want: Sequence[Any], got: Any) -> bool:
-    """Set equality under :func:`text_match`: every expected item matches some item got,
-    and every item got matches some expected item."""
-    items = got if isinstance(got, list) else [got]
-    items = [g for g in items if norm(g)]
-    if not items:
-        return False
-    return all(any(text_match(w, g) for g in items) for w in want) and all(
-        any(text_match(w, g) for w in want) for g in items
-    )
-
-
-def money_match(want: dict[str, Any], got: Any) -> bool:
-    if not isinstance(got, dict):
-        return False
-    raw: Any = got.get("amount")
-    try:
-        amount = float(raw)
-    except (TypeError, ValueError, OverflowError):
-        return False
-    currency = str(got.get("currency", "")).upper()
-    return bool(abs(amount - want["amount"]) < 1e-6 and currency == want["currency"])
-
-
-def value_match(key: str, want: Any, got: Any) -> bool:
-    if key in MONEY_KEYS:
-        return money_match(want, got)
-    if key in LIST_KEYS:
-        return list_match(want, got)
-    if isinstance(got, list):  # a one-item list for a text key is read as its item
-        return len(got) == 1 and text_match(want, got[0])
-    if isinstance(got, dict):
-        return False
-    return text_match(want, got)
-
-
-# --- cases ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Case:
-    id: str
-    lang: str
-    messages: tuple[str, ...]
-    expected: dict[str, Any]  # key -> value, in the file's order
-    absent: tuple[str, ...]
-    note: str = ""
-
-
-def _check_value(key: str, value: Any) -> bool:
-    if key in MONEY_KEYS:
-        amount = value.get("amount") if isinstance(value, dict) else None
-        return (
-            isinstance(amount, int) and not isinstance(amount, bool) and bool(value.get("currency"))
-        )
-    if key in LIST_KEYS:
-        return isinstance(value, list) and bool(value) and all(isinstance(i, str) for i in value)
-    return isinstance(value, str) and bool(value)
-
-
-def parse_case(c: Any, seen_ids: set[str]) -> Case:
-    """One case as the README defines it; :class:`ValueError` names what is wrong."""
-    if not isinstance(c, dict):
-        raise ValueError("a case is a JSON object")
-    if not isinstance(c.get("id"), str) or not c["id"] or c["id"] in seen_ids:
-        raise ValueError("missing or duplicate id")
-    if c.get("lang") not in ("zh", "en"):
-        raise ValueError('lang must be "zh" or "en"')
-    msgs = c.get("messages")
-    if not (isinstance(msgs, list) and 1 <= len(msgs) <= MAX_MESSAGES):
-        raise ValueError(f"messages must be a list of 1-{MAX_MESSAGES} texts")
-    if not all(isinstance(m, str) and m.strip() for m in msgs):
-        raise ValueError("every message must be a non-blank text")
-    expected: dict[str, Any] = {}
-    if not isinstance(c.get("expected", []), list):
-        raise ValueError("expected must be a list")
-    for e in c.get("expected", []):
-        key = e.get("key") if isinstance(e, dict) else None
-        if key not in KEYS or key in expected:
-            raise ValueError(f"expected key {key!r} is unknown or repeated")
-        if not _check_value(key, e.get("value")):
-            raise ValueError(f"expected value of {key} has the wrong shape")
-        expected[key] = e["value"]
-    absent = c.get("absent", [])
-    if not isinstance(absent, list) or not all(k in KEYS for k in absent):
-        raise ValueError("absent must list known keys")
-    if set(absent) & set(expected):
-        raise ValueError("a key cannot be both expected and absent")
-    if not expected and not absent:
-        raise ValueError("a case must expect or forbid something")
-    note = c.get("note", "")
-    return Case(c["id"], c["lang"], tuple(msgs), expected, tuple(absent), str(note))
-
-
-def load_cases(path: Path) -> list[Case]:
-    """The cases of a JSONL file; :class:`ValidationError` names the first bad line."""
-    cases: list[Case] = []
-    ids: set[str] = set()
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                raw = json.loads(line)
-                case = parse_case(raw, ids)
-            except ValueError as exc:  # json.JSONDecodeError included
-                raise ValidationError(f"{path}:{n}: {exc}") from None
-            ids.add(case.id)
-            cases.append(case)
-    return cases
-
 
 # --- running -------------------------------------------------------------------------------
 
 ProgressFn = Callable[[int, int], None]
 
 
-async def run_case(mem: AsyncMemory, case: Case, user_id: str) -> dict[str, Any]:
-    """The user's current facts ``{key: value}`` after the case's messages."""
+@dataclass(frozen=True)
+class CaseResult:
+    facts: dict[str, Any]  # the user's current facts, key -> value
+    candidates: dict[str, Any]  # the newest pending candidate of each key
+
+
+async def _bind(mem: AsyncMemory, case: Case, user_id: str, session_id: str) -> None:
+    """Bind the case's names to a user who exists: names are bound to a user memstack
+    has stored something of, so a system line opens the conversation first."""
+    await mem.remember(
+        user_id, session_id, "system", "conversation start", ts=T0 - timedelta(minutes=1)
+    )
+    await mem.drain(summarize=False)
+    first, *rest = case.identity
+    await mem.set_identity(user_id, display_name=first, aliases=rest)
+
+
+async def run_case(mem: AsyncMemory, case: Case, user_id: str) -> CaseResult:
+    """The user's current facts and pending candidates after the case's messages."""
     session_id = f"s-{user_id}"
-    for j, text in enumerate(case.messages):
-        await mem.remember(user_id, session_id, "user", text, ts=T0 + timedelta(minutes=j))
+    if case.identity:
+        await _bind(mem, case, user_id, session_id)
+    for j, turn in enumerate(case.messages):
+        ts = T0 + timedelta(minutes=j)
+        await mem.remember(user_id, session_id, turn.role, turn.text, ts=ts, name=turn.name)
     # Summaries never write facts (only ingest does): skipping them saves time.
     await mem.drain(summarize=False)
     got: dict[str, Any] = {}
     for fact in await mem.facts(user_id):  # most confident first; a key should appear once
         got.setdefault(fact.key, fact.value)
-    return got
+    pending: dict[str, Any] = {}
+    for c in await mem.candidates(user_id):  # newest first
+        pending.setdefault(c.key, c.value)
+    return CaseResult(got, pending)
 
 
 async def run_cases(
     mem: AsyncMemory, cases: Sequence[Case], progress: ProgressFn | None = None
-) -> list[dict[str, Any]]:
+) -> list[CaseResult]:
     run_id = uuid.uuid4().hex[:10]
     results = []
     for i, case in enumerate(cases):
@@ -229,7 +110,17 @@ class Failure:
 class Score:
     by_lang: dict[str, Tally] = field(default_factory=dict)
     per_key: dict[str, Tally] = field(default_factory=dict)
+    by_trap: dict[str, Tally] = field(default_factory=dict)
     failures: list[Failure] = field(default_factory=list)
+
+
+_TALLIED = ("cases", "tp", "fp", "fn", "expected", "passed")
+
+
+def _add(into: dict[str, Tally], name: str, t: Tally) -> None:
+    total = into.setdefault(name, Tally())
+    for field_name in _TALLIED:
+        setattr(total, field_name, getattr(total, field_name) + getattr(t, field_name))
 
 
 def _count(key: str, per_key: dict[str, Tally], **add: int) -> None:
@@ -261,9 +152,9 @@ def score(cases: Sequence[Case], results: Sequence[dict[str, Any]]) -> Score:
                 _count(key, out.per_key, fp=1)
                 problems.append(f"absent-violation {key}")
         t.passed = int(not problems)
-        lang = out.by_lang.setdefault(case.lang, Tally())
-        for name in ("cases", "tp", "fp", "fn", "expected", "passed"):
-            setattr(lang, name, getattr(lang, name) + getattr(t, name))
+        _add(out.by_lang, case.lang, t)
+        for trap in case.traps:
+            _add(out.by_trap, trap, t)
         if problems:
             out.failures.append(Failure(case, got, problems))
     return out
@@ -291,11 +182,59 @@ def summary(s: Score) -> dict[str, Any]:
     }
 
 
+def trap_lines(s: Score) -> list[str]:
+    """Precision and recall per trap class (a case counts under each of its classes)."""
+    return [
+        f"trap {trap}: precision {prf(t.tp, t.fp, t.expected)['precision']:.3f} "
+        f"recall {prf(t.tp, t.fp, t.expected)['recall']:.3f} "
+        f"(tp {t.tp}, fp {t.fp}, expected {t.expected}, {t.cases} cases)"
+        for trap, t in sorted(s.by_trap.items())
+    ]
+
+
+def candidate_summary(cases: Sequence[Case], results: Sequence[CaseResult]) -> dict[str, Any]:
+    """The candidate tier, scored apart from the facts: how many keys are pending, how
+    many of those a case scores, how many of those are right (an expected value the
+    facts lack) or wrong (an absent key, a wrong value), and what precision and recall
+    the facts would have if every pending candidate were confirmed."""
+    pending = right = wrong = 0
+    confirmed_all: list[dict[str, Any]] = []
+    for case, r in zip(cases, results, strict=True):
+        pending += len(r.candidates)
+        for key, value in r.candidates.items():
+            if key in case.absent:
+                wrong += 1
+            elif key in case.expected and not value_match(
+                key, case.expected[key], r.facts.get(key)
+            ):
+                ok = value_match(key, case.expected[key], value)
+                right += ok
+                wrong += not ok
+        confirmed_all.append({**r.facts, **r.candidates})
+    if_confirmed = summary(score(cases, confirmed_all))
+    return {
+        "pending": pending,
+        "scored": right + wrong,
+        "right": right,
+        "wrong": wrong,
+        "precision": round(right / (right + wrong), 4) if right + wrong else None,
+        "if_all_confirmed": {k: if_confirmed[k] for k in ("precision", "recall", "f1")},
+    }
+
+
+def _turn_text(c: Case) -> str:
+    turns = [
+        t.text if t.role == "user" and t.name is None else f"{t.name or t.role}: {t.text}"
+        for t in c.messages
+    ]
+    return json.dumps(turns, ensure_ascii=False)
+
+
 def failure_text(f: Failure) -> str:
     c = f.case
     return (
         f"FAIL {c.id} [{c.lang}] {'; '.join(f.problems)} | {c.note}\n"
-        f"  messages: {json.dumps(list(c.messages), ensure_ascii=False)}\n"
+        f"  messages: {_turn_text(c)}\n"
         f"  expected: {json.dumps(c.expected, ensure_ascii=False)} absent: {list(c.absent)}\n"
         f"  got:      {json.dumps(f.got, ensure_ascii=False, default=str)}"
     )
@@ -353,7 +292,7 @@ def run_cli(
             soft_wrap=True,
         )
 
-        async def go() -> list[dict[str, Any]]:
+        async def go() -> list[CaseResult]:
             async with await AsyncMemory.open(s) as mem:
                 with Progress(
                     BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console,
@@ -371,10 +310,14 @@ def run_cli(
         except MemstackError as exc:
             console.print(f"error: {exc}", markup=False, highlight=False)
             raise typer.Exit(1) from exc
-    scored = score(cases, results)
+    scored = score(cases, [r.facts for r in results])
     for failure in scored.failures:
         console.print(failure_text(failure), markup=False, highlight=False, soft_wrap=True)
     console.print(per_key_line(scored), markup=False, highlight=False, soft_wrap=True)
+    for line in trap_lines(scored):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     passed = sum(t.passed for t in scored.by_lang.values())
     console.print(f"cases fully correct: {passed}/{len(cases)}", highlight=False)
+    tier = json.dumps(candidate_summary(cases, results), ensure_ascii=False)
+    console.print(f"candidates: {tier}", markup=False, highlight=False, soft_wrap=True)
     print(json.dumps(summary(scored), ensure_ascii=False), flush=True)

@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memstack.core.facts.checks import fact_problem
 from memstack.core.facts.fact import BatchMessage, Extractor, Fact, prepare_batch
+from memstack.core.identity import UserIdentity
 from memstack.core.ids import chunk_id
 from memstack.core.inputs import safe_text
 from memstack.core.messages import Message
@@ -29,8 +30,10 @@ from memstack.core.settings import Settings
 from memstack.ingest import units
 from memstack.ingest.summarisers import classify_topic, topic_code
 from memstack.ml.embedders import Embedder
+from memstack.stores.sql import candidates as candidate_store
 from memstack.stores.sql import erasure, ledger
 from memstack.stores.sql import facts as fact_store
+from memstack.stores.sql import identity as identities
 from memstack.stores.sql.db import guarded
 from memstack.stores.vectors.base import MetaValue, VectorHit, VectorRecord, VectorStore
 from memstack.text.chunking import split_semantic
@@ -232,9 +235,10 @@ class Ingestor:
 
     async def _facts(self, messages: Sequence[Message], report: BatchReport) -> list[VectorRecord]:
         """Write stated facts (in message order, so later overrides earlier); return the
-        inferred ones as vector records. The extractor reads the batch's user messages
-        at once (the LLM: one request per user, not one per message)."""
-        said = [m for m in messages if m.role == "user"]
+        inferred ones as vector records. The extractor reads the batch's messages that
+        are their user's own words (:mod:`memstack.core.identity`) at once (the LLM: one
+        request per user, not one per message)."""
+        said = await self._own_words(messages)
         known_by_user: dict[str, dict[str, Any]] = {}
         # The newest moment a known fact was said, per user: a message older than it
         # arrived late (a redelivery after a crash) and must be read as it would have
@@ -267,16 +271,7 @@ class Ingestor:
                     if record is not None:
                         inferred.append(record)
                     continue
-                outcome = await fact_store.write_fact(
-                    self.sessions,
-                    user_id=m.user_id,
-                    session_id=m.session_id,
-                    msg_id=m.msg_id,
-                    fact=fact,
-                    at=m.created_at,
-                    accepted_at=m.accepted_at,
-                    max_value_bytes=self.settings.max_fact_value_bytes,
-                )
+                outcome = await self._write(m, fact)
                 report.facts[outcome.value] = report.facts.get(outcome.value, 0) + 1
                 if outcome in (fact_store.Outcome.INSERTED, fact_store.Outcome.SUPERSEDED):
                     known[fact.key] = fact.value
@@ -285,6 +280,41 @@ class Ingestor:
                     # The batch's later messages must not read the withdrawn value as known.
                     known.pop(fact.key, None)
         return inferred
+
+    async def _write(self, m: Message, fact: Fact) -> fact_store.Outcome:
+        """Store a stated fact, or keep it as a candidate when its confidence is below
+        ``fact_min_confidence``. A withdrawal is never a candidate: in doubt, memstack
+        serves less rather than more."""
+        limit = self.settings.max_fact_value_bytes
+        if not fact.retracts and fact.confidence < self.settings.fact_min_confidence:
+            source = fact_store.Source(m.msg_id, m.user_id, m.session_id, m.accepted_at)
+            return await candidate_store.write_candidate(
+                self.sessions, source, fact, m.created_at, max_value_bytes=limit
+            )
+        return await fact_store.write_fact(
+            self.sessions,
+            user_id=m.user_id,
+            session_id=m.session_id,
+            msg_id=m.msg_id,
+            fact=fact,
+            at=m.created_at,
+            accepted_at=m.accepted_at,
+            max_value_bytes=limit,
+        )
+
+    async def _own_words(self, messages: Sequence[Message]) -> list[Message]:
+        """The messages whose author is their user: another participant's statements
+        are never the user's facts."""
+        users = {m.user_id for m in messages if m.role == "user"}
+        if not users:
+            return []
+        async with self.sessions() as s:
+            names = await identities.read(s, users)
+        return [
+            m
+            for m in messages
+            if names.get(m.user_id, UserIdentity(m.user_id)).speaks(m.role, m.name)
+        ]
 
     async def _known_before(self, m: Message) -> dict[str, Any]:
         """The user's facts as they stood just before ``m`` was said."""

@@ -8,7 +8,8 @@ jobs and the Redis keys go after the commit. Messages accepted later are new mem
 
 Facts are the user's, not a session's or a message's: a session or a message erased
 leaves the facts it stated in place, each marked ``source_deleted`` (the caller decides,
-with ``delete_fact``); nothing is derived again from what remains.
+with ``delete_fact``); nothing is derived again from what remains. A fact candidate is
+only a reading of its message, not yet the user's, and goes with it.
 
 A mixin of :class:`memstack.AsyncMemory` (through :class:`memstack.verbs.reading.Management`).
 """
@@ -23,6 +24,7 @@ from memstack.core.ids import sessions_named_by, validate_id, validate_msg_id
 from memstack.core.messages import Message
 from memstack.ingest import units
 from memstack.ingest.summaries import summary_vector_id
+from memstack.stores.sql import candidates as candidate_store
 from memstack.stores.sql import db, erasure, ledger, tool_results
 from memstack.stores.sql import facts as fact_store
 from memstack.stores.sql import summaries as summary_rows
@@ -79,6 +81,7 @@ class Erasure:
             await erasure.drop_marks(s, user_id)
             session_ids = await ledger.sessions_of(s, user_id)
             facts_deleted = await fact_store.delete_user(s, user_id)
+            candidates_deleted = await candidate_store.delete_for(s, user_id)
             await summary_rows.delete_user(s, user_id)
             await tool_results.delete_user(s, user_id)
             messages_deleted = await ledger.delete_user(s, user_id)
@@ -89,6 +92,7 @@ class Erasure:
             "jobs": dropped_jobs,
             "messages": messages_deleted,
             "facts": facts_deleted,
+            "candidates": candidates_deleted,
             "sessions": len(session_ids),
             "redis_keys": redis_keys,
         }
@@ -107,6 +111,9 @@ class Erasure:
         async with db.guarded("forget session"), self.db_sessions.begin() as s:
             await erasure.mark_erased(s, user_id, erasure.SESSION, session_id, began)
             facts_kept = await fact_store.count_from(s, user_id, session_id=session_id)
+            # A candidate is a reading of its message, not yet the user's fact: it goes
+            # with the message.
+            candidates = await candidate_store.delete_for(s, user_id, session_id=session_id)
             summaries = await summary_rows.delete_session(s, user_id, session_id)
             results = await tool_results.delete_session(s, user_id, session_id)
             messages = await ledger.delete_session(s, user_id, session_id)
@@ -121,6 +128,7 @@ class Erasure:
             "tool_results": results,
             "redis_keys": redis_keys,
             "facts_kept": facts_kept,
+            "candidates": candidates,
         }
 
     async def _find_message(self, user_id: str, msg_id: str) -> Message | None:
@@ -155,6 +163,7 @@ class Erasure:
         counts = {"messages": 0, "summaries": 0, "facts_kept": 0}
         async with db.guarded("delete message"), self.db_sessions.begin() as s:
             await erasure.mark_erased(s, user_id, erasure.MESSAGE, msg_id, began)
+            counts["candidates"] = await candidate_store.delete_for(s, user_id, msg_ids=[msg_id])
             # Read under the lock: a batch that stored the message has committed by now.
             stored = (await ledger.messages_by_id(s, user_id, [msg_id])).get(msg_id)
             heads = {msg_id}

@@ -20,8 +20,10 @@ from memstack.recall import search as recall_search
 from memstack.recall.search import SearchHit
 from memstack.stores.sql import db, ledger
 from memstack.stores.sql.ledger import SessionOverview, UserOverview
+from memstack.verbs.candidates import FactCandidates
 from memstack.verbs.erasure import Erasure
 from memstack.verbs.facts import FactCorrections
+from memstack.verbs.identity import Identities
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -40,7 +42,7 @@ def _page(limit: object, offset: object) -> tuple[int, int]:
     return limit, offset
 
 
-class Management(FactCorrections, Erasure):
+class Management(FactCorrections, FactCandidates, Identities, Erasure):
     if TYPE_CHECKING:
         db_sessions: async_sessionmaker[AsyncSession]
         reads: async_sessionmaker[AsyncSession]

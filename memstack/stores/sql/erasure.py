@@ -79,7 +79,11 @@ async def mark_forgotten(s: AsyncSession, user_id: str, before: datetime) -> Non
     stmt = (
         dialect_insert(s, UserRow)
         .values(user_id=user_id, created_at=before, forgotten_before=before)
-        .on_conflict_do_update(index_elements=["user_id"], set_={"forgotten_before": before})
+        .on_conflict_do_update(
+            index_elements=["user_id"],
+            # The names the user went by are personal data too.
+            set_={"forgotten_before": before, "display_name": None, "aliases": None},
+        )
     )
     await s.execute(stmt)
 

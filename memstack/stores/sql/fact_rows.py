@@ -50,6 +50,9 @@ class StoredFact:
     # forget_session): the fact stays, nothing re-derives it. Read by the management
     # verbs only (facts(), fact_history()); a fact set by hand names no message.
     source_deleted: bool = False
+    # The candidate whose confirmation made this fact (docs/facts.md, "Candidates");
+    # None for a fact extracted with confidence or set by hand.
+    candidate_id: int | None = None
 
     @property
     def current(self) -> bool:
@@ -113,6 +116,7 @@ def stored_fact(row: Any) -> StoredFact:
         supersedes_id=row.supersedes_id,
         ended_by_msg_id=row.ended_by_msg_id,
         withheld=withheld,
+        candidate_id=row.candidate_id,
     )
 
 
@@ -130,6 +134,7 @@ FACT_COLUMNS = (
     "valid_until",
     "supersedes_id",
     "ended_by_msg_id",
+    "candidate_id",
 )
 
 

@@ -44,7 +44,7 @@ from memstack.stores.sql import erasure
 from memstack.stores.sql.fact_rows import StoredFact as StoredFact  # callers import it from here
 from memstack.stores.sql.fact_rows import decode_value, fact_columns, stored_fact, value_text
 from memstack.stores.sql.ledger import dialect_insert
-from memstack.stores.sql.models import FactArchiveRow, FactRow, UTCDateTime
+from memstack.stores.sql.models import CandidateRow, FactArchiveRow, FactRow, UTCDateTime
 
 log = logging.getLogger("memstack.stores.sql.facts")
 
@@ -58,13 +58,14 @@ class Outcome(StrEnum):
     FORGOTTEN = "forgotten"  # the user was forgotten after the message was accepted
     REFUSED = "refused"  # the key or the value failed the checks: nothing written
     RETRACTED = "retracted"  # the current value ended, with nothing in its place
+    CANDIDATE = "candidate"  # too little confidence: kept as a candidate, not served
     # A retraction with no current value to end, or whose message is older than the
     # current value (a late withdrawal must not end what the user said after it).
     NOTHING_TO_RETRACT = "nothing_to_retract"
 
 
 @dataclass(frozen=True)
-class _Source:
+class Source:
     """The message a fact comes from, as the erasure guard reads it."""
 
     msg_id: str
@@ -73,7 +74,7 @@ class _Source:
     accepted_at: datetime | None
 
 
-async def _hold(s: AsyncSession, source: _Source, key: str) -> bool:
+async def hold(s: AsyncSession, source: Source, key: str) -> bool:
     """Take the user's erasure guard and, on PostgreSQL, the (user, key) lock; False when
     the user, the session or the message was erased after the message was accepted."""
     user_id = source.user_id
@@ -95,7 +96,7 @@ async def lock_fact_key(s: AsyncSession, user_id: str, key: str) -> None:
         )
 
 
-async def _current(s: AsyncSession, user_id: str, key: str) -> Any:
+async def current_row(s: AsyncSession, user_id: str, key: str) -> Any:
     """The current row of the key (id, valid_from, value as JSON text), or None."""
     return (
         await s.execute(
@@ -138,16 +139,45 @@ async def _write_once(
     at: datetime,
     accepted_at: datetime | None,
 ) -> Outcome:
-    if not await _hold(s, _Source(msg_id, user_id, session_id, accepted_at), fact.key):
+    if not await hold(s, Source(msg_id, user_id, session_id, accepted_at), fact.key):
         return Outcome.FORGOTTEN
     if await s.scalar(
         select(FactRow.id).where(FactRow.msg_id == msg_id, FactRow.fact_key == fact.key)
     ):
         return Outcome.DUPLICATE
-    current = await _current(s, user_id, fact.key)
+    outcome = await insert_fact(
+        s, Source(msg_id, user_id, session_id, accepted_at), fact, at, candidate_id=None
+    )
+    if outcome is not Outcome.HISTORICAL:
+        await settle_candidates(s, user_id, fact.key, at)
+    return outcome
+
+
+async def settle_candidates(s: AsyncSession, user_id: str, key: str, at: datetime) -> None:
+    """A statement of ``key`` at ``at`` makes the key's candidates said before it moot:
+    still pending, nobody would confirm them now."""
+    await s.execute(
+        update(CandidateRow)
+        .where(
+            CandidateRow.user_id == user_id,
+            CandidateRow.fact_key == key,
+            CandidateRow.status == "pending",
+            CandidateRow.said_at <= at,
+        )
+        .values(status="superseded", decided_at=at)
+    )
+
+
+async def insert_fact(
+    s: AsyncSession, source: Source, fact: Fact, at: datetime, *, candidate_id: int | None
+) -> Outcome:
+    """Insert ``fact`` said at ``at``, superseding the current value (or, said before
+    it, as history only); the caller holds the key's lock."""
+    user_id, msg_id = source.user_id, source.msg_id
+    current = await current_row(s, user_id, fact.key)
     row: dict[str, Any] = {
         "user_id": user_id,
-        "session_id": session_id,
+        "session_id": source.session_id,
         "msg_id": msg_id,
         "fact_type": fact.type,
         "fact_key": fact.key,
@@ -160,10 +190,11 @@ async def _write_once(
         "supersedes_id": None,
         "ended_by_msg_id": None,
         "hit_count": 0,
+        "candidate_id": candidate_id,
     }
     outcome = Outcome.INSERTED
     if current is not None and current.valid_from <= at:
-        if _same_as_stored(current.id, current.fact_value, fact.value):
+        if same_as_stored(current.id, current.fact_value, fact.value):
             return Outcome.UNCHANGED
         await s.execute(
             update(FactRow)
@@ -202,7 +233,7 @@ async def _retract_once(
     at: datetime,
     accepted_at: datetime | None,
 ) -> Outcome:
-    if not await _hold(s, _Source(msg_id, user_id, session_id, accepted_at), key):
+    if not await hold(s, Source(msg_id, user_id, session_id, accepted_at), key):
         return Outcome.FORGOTTEN
     # A retraction writes no row of its own: the row it ended (hot or archived) is its
     # record, and a redelivered one finds it there.
@@ -212,7 +243,7 @@ async def _retract_once(
     ]
     if (await s.execute(union_all(*parts).limit(1))).first() is not None:
         return Outcome.DUPLICATE
-    current = await _current(s, user_id, key)
+    current = await current_row(s, user_id, key)
     if current is None or current.valid_from > at:
         return Outcome.NOTHING_TO_RETRACT
     await s.execute(
@@ -220,12 +251,25 @@ async def _retract_once(
         .where(FactRow.id == current.id, FactRow.valid_until.is_(None))
         .values(valid_until=at, ended_by_msg_id=msg_id)
     )
+    await settle_candidates(s, user_id, key, at)
     return Outcome.RETRACTED
 
 
-def _same_as_stored(fact_id: int, stored: object, value: Any) -> bool:
+def same_as_stored(fact_id: int, stored: object, value: Any) -> bool:
     old, withheld = decode_value(fact_id, stored)
     return not withheld and same_value(old, value)
+
+
+def refused(fact: Fact, msg_id: str, max_value_bytes: int) -> bool:
+    """Whether the fact fails the checks every writer applies (logged and counted)."""
+    value = None if fact.retracts else fact.value
+    problem = fact_problem(fact.key, value, max_bytes=max_value_bytes)
+    if problem is None:
+        return False
+    field, reason = problem
+    metrics.FACTS_REFUSED.labels(field).inc()
+    log.warning("fact of %s refused: %s", msg_id, safe_text(reason))
+    return True
 
 
 async def write_fact(
@@ -248,12 +292,7 @@ async def write_fact(
     included), is refused whichever extractor produced it: logged, counted, not written
     (:data:`Outcome.REFUSED`). A retraction's value is not stored, so only its key is
     checked."""
-    value = None if fact.retracts else fact.value
-    problem = fact_problem(fact.key, value, max_bytes=max_value_bytes)
-    if problem is not None:
-        field, reason = problem
-        metrics.FACTS_REFUSED.labels(field).inc()
-        log.warning("fact of %s refused: %s", msg_id, safe_text(reason))
+    if refused(fact, msg_id, max_value_bytes):
         return Outcome.REFUSED
     for attempt in range(attempts):
         try:

@@ -114,6 +114,8 @@ class FactRow(Base):
     ended_by_msg_id: Mapped[str | None] = mapped_column(MsgIdStr, nullable=True)
     hit_count: Mapped[int] = mapped_column(Integer, default=0)
     last_hit_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    # The candidate whose confirmation wrote this row (None: extracted or set by hand).
+    candidate_id: Mapped[int | None] = mapped_column(BigId, nullable=True)
 
     __table_args__ = (
         # Unique where current: two racing workers can never leave two current rows.
@@ -151,6 +153,7 @@ class FactArchiveRow(Base):
     ended_by_msg_id: Mapped[str | None] = mapped_column(MsgIdStr, nullable=True)
     hit_count: Mapped[int] = mapped_column(Integer)
     last_hit_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    candidate_id: Mapped[int | None] = mapped_column(BigId, nullable=True)
     archived_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
@@ -203,6 +206,38 @@ class UserRow(Base):
     user_id: Mapped[str] = mapped_column(IdStr, primary_key=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     forgotten_before: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    # The names the user speaks under in a conversation of several people: a message
+    # with one of them as its author is the user's own (its facts are the user's).
+    display_name: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    aliases: Mapped[Any] = mapped_column(JsonValue, nullable=True)
+
+
+class CandidateRow(Base):
+    """A fact read with too little confidence to be served as the user's: kept with its
+    message until someone confirms it (it becomes a fact, ``fact_id``) or rejects it, or
+    a newer statement of its key makes it moot (``superseded``). Rows are never deleted
+    but by erasure, so the decisions stay auditable."""
+
+    __tablename__ = "memory_fact_candidate"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    user_id: Mapped[str] = mapped_column(IdStr)
+    session_id: Mapped[str] = mapped_column(IdStr)
+    msg_id: Mapped[str] = mapped_column(MsgIdStr)
+    fact_type: Mapped[str] = mapped_column(String(32))
+    fact_key: Mapped[str] = mapped_column(String(128))
+    fact_value: Mapped[Any] = mapped_column(JsonValue)
+    confidence: Mapped[float] = mapped_column(Float)
+    source: Mapped[str] = mapped_column(String(32))
+    said_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    status: Mapped[str] = mapped_column(String(16))  # pending confirmed rejected superseded
+    decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    fact_id: Mapped[int | None] = mapped_column(BigId, nullable=True)
+
+    __table_args__ = (
+        Index("uq_candidate_msg", "msg_id", "fact_key", unique=True),
+        Index("ix_candidate_user", "user_id", "fact_key", "said_at"),
+    )
 
 
 class ErasureRow(Base):
