@@ -120,3 +120,65 @@ def _parse_number(s: str) -> float | None:
 def tidy_number(x: float) -> int | float:
     """8000.0 → 8000, so stored JSON reads the way people write amounts."""
     return int(x) if float(x).is_integer() else round(x, 2)
+
+
+# --- numbers in English words ----------------------------------------------------------------
+
+_ONES = {
+    w: i
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+        "fifteen sixteen seventeen eighteen nineteen".split()
+    )
+} | {"a": 1, "an": 1}
+_TENS = {
+    w: 10 * i
+    for i, w in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split())
+    if w != "_"
+}
+_SCALES = {"hundred": 100, "thousand": 1000, "grand": 1000, "k": 1000, "million": 1_000_000}
+_WORD = "|".join(sorted([*_ONES, *_TENS], key=len, reverse=True))
+# "twelve hundred", "two grand", "twenty-five hundred", "a thousand", "three hundred and
+# fifty", "one and a half thousand": at least one number word with a scale word after it.
+_SPELLED = re.compile(
+    rf"(?i:\b(?:{_WORD})(?:[\s-]+(?:and\s+)?(?:{_WORD}|hundred|thousand|grand|million|a\s+half))*"
+    r"[\s-]+(?:hundred|thousand|grand|million)\b(?:[\s-]+(?:and\s+)?(?:"
+    rf"{_WORD})(?![\s-]+(?:hundred|thousand|grand|million)))*(?:[\s-]+(?:{_WORD}))?)"
+)
+
+
+# "fifty bucks", "ninety-nine dollars": number words without a scale, named as money.
+_SPELLED_MONEY = re.compile(
+    rf"(?i:\b(?:{_WORD})(?:[\s-]+(?:{_WORD}))?(?=\s+(?:dollars?|bucks?|euros?|pounds?|quid|yuan)\b))"
+)
+
+
+def _spelled_value(words: str) -> float | None:
+    total = current = 0.0
+    for w in re.split(r"[\s-]+", re.sub(r"(?i)\band\s+a\s+half\b", "half", words).casefold()):
+        if w == "and":
+            continue
+        if w == "half":
+            current += 0.5
+        elif w in _ONES:
+            current += _ONES[w]
+        elif w in _TENS:
+            current += _TENS[w]
+        elif w in _SCALES and _SCALES[w] == 100:
+            current = max(current, 1) * 100
+        elif w in _SCALES:
+            total += max(current, 1) * _SCALES[w]
+            current = 0
+    value = total + current
+    return value or None
+
+
+def spelled_out(text: str) -> str:
+    """``text`` with amounts written in English words in digits: "twelve hundred bucks" →
+    "1200 bucks", "two grand" → "2000", "twenty-five hundred" → "2500"."""
+
+    def digits(m: re.Match[str]) -> str:
+        value = _spelled_value(m.group())
+        return m.group() if value is None else str(tidy_number(value))
+
+    return _SPELLED_MONEY.sub(digits, _SPELLED.sub(digits, text))

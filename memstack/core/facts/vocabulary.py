@@ -21,6 +21,7 @@ from memstack.core.facts.languages import LANGUAGES as LANGUAGES
 from memstack.core.facts.numbers import MAX_NUMBER_CHARS as MAX_NUMBER_CHARS
 from memstack.core.facts.numbers import NUMBER_PATTERN as NUMBER_PATTERN
 from memstack.core.facts.numbers import parse_number as parse_number
+from memstack.core.facts.numbers import spelled_out as spelled_out
 from memstack.core.facts.numbers import tidy_number as tidy_number
 from memstack.core.facts.profile_values import (
     LABEL_KEYS,

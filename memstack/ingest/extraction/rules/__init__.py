@@ -25,6 +25,7 @@ from memstack.core.facts.fact import Fact
 from memstack.core.facts.vocabulary import (
     VOCABULARY,
     default_currency,
+    item_matches,
     normalise_fact,
     normalise_known,
     normalise_list,
@@ -47,6 +48,9 @@ from memstack.ingest.extraction.rules.engine import (
     apply_rules,
 )
 from memstack.ingest.extraction.rules.money import BudgetContext, budget_fact, known_budget
+from memstack.ingest.extraction.rules.places import residence
+from memstack.ingest.extraction.rules.repairs import repaired
+from memstack.ingest.extraction.rules.scope import views
 from memstack.ingest.extraction.rules.sentences import (
     ADDITIVE,
     MASK,
@@ -102,7 +106,9 @@ class RulesExtractor:
         additive: set[str] = set()
         carried_turn = False
         statements: list[str] = []
-        for whole in split_sentences(mask_others(tidy_chat(text))):
+        past: list[str] = []
+        for said in split_sentences(mask_others(tidy_chat(text))):
+            whole = repaired(said, self._read)
             imagined = hypothetical_span(whole)
             sentence = whole
             if imagined is not None:
@@ -110,12 +116,21 @@ class RulesExtractor:
                 sentence = (whole[:start] + MASK + whole[end:]).strip(" ，,")
             if not sentence:
                 continue
-            turn = 0 if carried_turn else turn_at(sentence)
-            asks = question_at(sentence)
-            statements.append(sentence if asks is None else sentence[:asks])
-            facts, adds = self._sentence_facts(sentence, turn, asks, known_n, found)
+            seen = views(sentence)
+            past += seen.past
+            turn = 0 if carried_turn else turn_at(seen.current)
+            asks = question_at(seen.current)
+            statements.append(seen.current if asks is None else seen.current[:asks])
+            facts, adds = self._sentence_facts(seen.current, turn, asks, known_n, found)
+            facts = [f for f in facts if f.key != "city"] + self._city(
+                seen.city, turn, known_n, found
+            )
             budget = budget_fact(
-                sentence, turn_at=turn, ctx=money, short_message=short_message, question_at=asks
+                sentence,
+                turn_at=0 if carried_turn else turn_at(sentence),
+                ctx=money,
+                short_message=short_message,
+                question_at=question_at(sentence),
             )
             if budget:
                 facts.insert(0, budget)
@@ -127,6 +142,8 @@ class RulesExtractor:
                 if adds:
                     additive.add(fact.key)
                 found[fact.key] = _merge_within_message(found.get(fact.key), fact)
+        for ended in self._ended(past, known_n, found):
+            found[ended.key] = ended
         for stale in stale_facts(" ".join(statements), known_n, found):
             found[stale.key] = stale
         return [
@@ -134,6 +151,41 @@ class RulesExtractor:
             for f in found.values()
             if names_current(f, known_n.get(f.key))
         ]
+
+    def _city(
+        self, view: str, turn: int | None, known: Mapping[str, Any], found: Mapping[str, Fact]
+    ) -> list[Fact]:
+        """The city a sentence gives as where the user lives: read with trips, origins and
+        moves to come hidden, by the rules, else by the residence frames of
+        :mod:`.places`."""
+        facts, _ = self._sentence_facts(view, turn, question_at(view), known, found)
+        cities = [f for f in facts if f.key == "city"]
+        if cities or question_at(view) == 0:
+            return cities
+        home = residence(view)
+        return [home] if home is not None else []
+
+    def _ended(
+        self, past: list[str], known: Mapping[str, Any], found: Mapping[str, Fact]
+    ) -> list[Fact]:
+        """Withdrawals of known values the message puts in the past ("I was a nurse",
+        "以前住在上海"), for keys it states nothing current of."""
+        out: dict[str, Fact] = {}
+        for clause in past:
+            for raw in self._read(clause):
+                fact = normalise_fact(raw, default_currency=default_currency(clause))
+                if fact is None or fact.key in found or fact.key not in known:
+                    continue
+                if _overlaps(fact.value, known[fact.key]):
+                    out[fact.key] = fact.model_copy(update={"retracts": True, "confidence": 0.8})
+        return list(out.values())
+
+    def _read(self, text: str) -> list[Fact]:
+        """What the rules read from ``text`` alone, values as written (to find a slip)."""
+        facts = list(apply_rules(_RULES, text, Scope(turn_at=None, question_at=None)))
+        ctx = BudgetContext(known=None)
+        budget = budget_fact(text, turn_at=None, ctx=ctx, short_message=False)
+        return [budget, *facts] if budget is not None else facts
 
     def _sentence_facts(
         self,
@@ -167,6 +219,18 @@ class RulesExtractor:
             # A bare need next to a goal is a requirement of it ("I need the stylus").
             facts = [f for f in facts if not (f.key == "goal" and f.confidence <= WEAK_GOAL)]
         return facts, adds
+
+
+def _overlaps(said: Any, known: Any) -> bool:
+    """Whether a value said names (some of) a known one: an item of a list, or a text
+    containing or contained in the known text."""
+    items = said if isinstance(said, list) else [said]
+    have = known if isinstance(known, list) else [known]
+    return any(
+        isinstance(i, str) and isinstance(k, str) and item_matches(k, i)
+        for i in items
+        for k in have
+    )
 
 
 def _per_key(facts: list[Fact]) -> list[Fact]:

@@ -145,6 +145,8 @@ def is_junk(value: str) -> bool:
         return True
     if s.casefold() in _JUNK or re.fullmatch(r"[\d\s.,]+", s):
         return True
+    if re.fullmatch(r"[\d\s.,kKwW$€£¥~\-–]+", s) and re.search(r"[kKwW$€£¥]", s):
+        return True  # an amount ("1k-1.5k"), never a thing
     if re.match(r"(?:一?[点些]|个)?(?:东西|啥|什么)|一?[点些](?:吃|喝|用|玩)", s):
         # "(买)点东西奖励自己": "something" heads the phrase, so it names nothing.
         return True

@@ -22,6 +22,7 @@ from memstack.core.facts.vocabulary import (
     default_currency,
     has_han,
     parse_number,
+    spelled_out,
     tidy_number,
 )
 from memstack.ingest.extraction.rules.lexicon import KIN_EN, KIN_ZH, OTHERS_EN, OTHERS_ZH
@@ -51,7 +52,8 @@ _NOT_MONEY = re.compile(
 # The number names a price tier, not a limit ("四千的配置", "the $500 ones"), unless it
 # closes a range ("五千到八千的").
 _TIER_AFTER = re.compile(
-    r"\s*(?:块|元)?的(?!预算|价位|价格|上限|范围|以内|左右)"
+    # ("两三百块的就行": the tier the user will take is the limit)
+    r"\s*(?:块|元)?的(?!预算|价位|价格|上限|范围|以内|左右|就行|就好|就够|就可以|也行)"
     r"|(?i:\s*(?:ones?|models?|options?|versions?|tier)\b)"
 )
 # The number is mentioned to be dismissed: "五千太少了", "1000 is too low".
@@ -271,7 +273,8 @@ def budget_fact(
     question_at: int | None = None,
 ) -> Fact | None:
     """The user's budget stated in ``sentence``, if any; updates ``ctx``."""
-    sentence = _DASH_RANGE.sub(r"\1到", sentence)
+    written = sentence  # its language names the currency when nothing else does
+    sentence = _DASH_RANGE.sub(r"\1到", spelled_out(sentence))
     chosen: tuple[_Amount, _Amount | None, str] | None = None
     end = len(sentence)
     discussed = ctx.topic or (
@@ -312,7 +315,7 @@ def budget_fact(
             confidence, source = 0.6, "extract"
     if chosen is None:
         return None
-    return _fact(sentence, chosen, ctx, turn_at, end, confidence, source)
+    return _fact(sentence, written, chosen, ctx, turn_at, end, confidence, source)
 
 
 def _before_amounts(clause: str) -> str:
@@ -336,6 +339,7 @@ def _only_an_amount(sentence: str, amount: _Amount) -> bool:
 
 def _fact(
     sentence: str,
+    written: str,
     chosen: tuple[_Amount, _Amount | None, str],
     ctx: BudgetContext,
     turn_at: int | None,
@@ -352,7 +356,7 @@ def _fact(
         or _named_currency(sentence)
         or (known_currency if isinstance(known_currency, str) else None)
         or ctx.topic_currency
-        or default_currency(sentence)
+        or default_currency(written)
     )
     supersedes = None
     if old is not None and old.value != new.value:

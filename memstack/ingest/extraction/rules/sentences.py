@@ -210,10 +210,41 @@ def _quote_is_a_statement(inner: str) -> bool:
     return cjk > 4 or len(inner.split()) > 2
 
 
+# Code and configuration are data, not statements: a fenced block, inline `code`, a
+# JSON object, an assignment ("budget = 900", "LANG=fr_FR.UTF-8") or a block of two or
+# more "key: value" lines (YAML, .env, INI, headers).
+_FENCED = re.compile(r"```.*?(?:```|$)|~~~.*?(?:~~~|$)", re.DOTALL)
+_INLINE_CODE = re.compile(r"`[^`\n]{1,400}`")
+_JSON_OBJECT = re.compile(r"[{\[][^{}\[\]\n]{0,400}?[\"'][\w ]+[\"']\s*:[^{}\n]{0,400}?[}\]]")
+_ASSIGNMENT = re.compile(r"(?<![\w$])[A-Za-z_][\w.\-\[\]]*\s*(?:==?|:=|=>)\s*[^\s,，。;；]+")
+_KEY_LINE = r"[ \t]*[A-Za-z_][\w.\-]*[ \t]*[:=][ \t]*\S[^\n]*"
+_KEY_BLOCK = re.compile(rf"(?m)^(?:{_KEY_LINE}\n){{1,}}{_KEY_LINE}$|^\[[\w .-]+\][ \t]*$")
+# A quoted line (e-mail and chat quoting) and a forwarded message, to its end.
+_QUOTE_LINE = re.compile(r"(?m)^[ \t]*>[^\n]*$")
+_FORWARDED = re.compile(
+    r"(?i:-{2,}\s*forwarded message|\bfwd?\s*:|\bforwarding (?:this|you)\b)"
+    r"|【?转发】?[:：]|转自|以下是转发|(?m:^\s*(?:From|To|Subject|发件人|收件人|主题)\s*[:：])",
+    re.MULTILINE,
+)
+
+
+def mask_code(text: str) -> str:
+    """``text`` with code, configuration, quoted lines and forwarded messages replaced by
+    :data:`MASK`: values in them (``budget = 900``, ``city: Paris``) are data someone
+    typed or pasted, not the user telling about themselves."""
+    for pattern in (_FENCED, _INLINE_CODE, _KEY_BLOCK, _JSON_OBJECT, _QUOTE_LINE):
+        text = pattern.sub(MASK, text)
+    forwarded = _FORWARDED.search(text)
+    if forwarded is not None:
+        text = text[: forwarded.start()] + MASK
+    return _ASSIGNMENT.sub(MASK, text)
+
+
 def mask_others(text: str) -> str:
     """``text`` with every stretch that is somebody else's words replaced by :data:`MASK`:
-    statement-like quotes, text pasted after "X said:", and reported speech to the end of
-    its clause."""
+    code and pasted data (:func:`mask_code`), statement-like quotes, text pasted after
+    "X said:", and reported speech to the end of its clause."""
+    text = mask_code(text)
     text = _QUOTED.sub(
         lambda m: MASK if _quote_is_a_statement(next(g for g in m.groups() if g)) else m[0],
         text,
