@@ -22,10 +22,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from memstack.core.facts.fact import Fact
+from memstack.core.facts.profile_values import item_matches
 from memstack.core.facts.vocabulary import (
     VOCABULARY,
     default_currency,
-    item_matches,
     normalise_fact,
     normalise_known,
     normalise_list,
