@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from memstack.core.facts.fact import Fact
@@ -34,6 +35,7 @@ from memstack.core.facts.vocabulary import (
 )
 from memstack.ingest.extraction.rules import en, en_goals, en_personal, zh, zh_goals, zh_personal
 from memstack.ingest.extraction.rules.context import (
+    animal_head,
     continuations,
     correction,
     ellipsis,
@@ -48,9 +50,10 @@ from memstack.ingest.extraction.rules.engine import (
     apply_rules,
 )
 from memstack.ingest.extraction.rules.money import BudgetContext, budget_fact, known_budget
+from memstack.ingest.extraction.rules.pets import named_pets
 from memstack.ingest.extraction.rules.places import residence
-from memstack.ingest.extraction.rules.repairs import repaired
-from memstack.ingest.extraction.rules.scope import views
+from memstack.ingest.extraction.rules.repairs import joined, repaired
+from memstack.ingest.extraction.rules.scope import presented, views
 from memstack.ingest.extraction.rules.sentences import (
     ADDITIVE,
     MASK,
@@ -60,6 +63,7 @@ from memstack.ingest.extraction.rules.sentences import (
     is_question,
     mask_others,
     question_at,
+    sarcastic,
     split_sentences,
     tidy_chat,
     turn_at,
@@ -84,6 +88,24 @@ _RULES = (
 )
 
 
+# Keys that say how the user feels about things: a sarcastic sentence's are reversed.
+_SENTIMENT = frozenset({"likes", "dislikes", "focus"})
+
+
+@dataclass
+class _Reading:
+    """What reading one message has gathered so far, sentence by sentence."""
+
+    known: dict[str, Any]
+    short_message: bool
+    money: BudgetContext = field(default_factory=lambda: BudgetContext(known=None))
+    found: dict[str, Fact] = field(default_factory=dict)
+    additive: set[str] = field(default_factory=set)
+    carried_turn: bool = False
+    statements: list[str] = field(default_factory=list)
+    past: list[str] = field(default_factory=list)
+
+
 class RulesExtractor:
     """Regex rules over each sentence of a user message; offline and deterministic."""
 
@@ -99,58 +121,61 @@ class RulesExtractor:
     ) -> list[Fact]:
         if role != "user" or not text.strip():
             return []
-        known_n = normalise_known(known)
-        money = BudgetContext(known=known_budget(known_n))
-        short_message = len(re.sub(r"[\s，,。.!！?？~～]", "", text)) <= 12
-        found: dict[str, Fact] = {}
-        additive: set[str] = set()
-        carried_turn = False
-        statements: list[str] = []
-        past: list[str] = []
-        for said in split_sentences(mask_others(tidy_chat(text))):
-            whole = repaired(said, self._read)
-            imagined = hypothetical_span(whole)
-            sentence = whole
-            if imagined is not None:
-                start, end = imagined
-                sentence = (whole[:start] + MASK + whole[end:]).strip(" ，,")
-            if not sentence:
-                continue
-            seen = views(sentence)
-            past += seen.past
-            turn = 0 if carried_turn else turn_at(seen.current)
-            asks = question_at(seen.current)
-            statements.append(seen.current if asks is None else seen.current[:asks])
-            facts, adds = self._sentence_facts(seen.current, turn, asks, known_n, found)
-            facts = [f for f in facts if f.key != "city"] + self._city(
-                seen.city, turn, known_n, found
-            )
-            budget = budget_fact(
-                sentence,
-                turn_at=0 if carried_turn else turn_at(sentence),
-                ctx=money,
-                short_message=short_message,
-                question_at=question_at(sentence),
-            )
-            if budget:
-                facts.insert(0, budget)
-            # "其实，我改主意了。预算八千。": the turn word speaks for the next statement.
-            carried_turn = turn is not None and not facts
-            currency = default_currency(sentence)
-            normalised = [normalise_fact(raw, default_currency=currency) for raw in facts]
-            for fact in _per_key([f for f in normalised if f is not None]):
-                if adds:
-                    additive.add(fact.key)
-                found[fact.key] = _merge_within_message(found.get(fact.key), fact)
-        for ended in self._ended(past, known_n, found):
-            found[ended.key] = ended
-        for stale in stale_facts(" ".join(statements), known_n, found):
-            found[stale.key] = stale
+        r = _Reading(normalise_known(known), len(re.sub(r"[\s，,。.!！?？~～]", "", text)) <= 12)
+        r.money = BudgetContext(known=known_budget(r.known))
+        sentences = joined(split_sentences(mask_others(tidy_chat(text))))
+        for i, said in enumerate(sentences):
+            following = sentences[i + 1] if i + 1 < len(sentences) else ""
+            self._sentence(r, repaired(said, self._read), sarcastic(said, following))
+        for ended in self._ended(r.past, r.known, r.found):
+            r.found[ended.key] = ended
+        for stale in stale_facts(" ".join(r.statements), r.known, r.found):
+            r.found[stale.key] = stale
         return [
-            reconcile(withdrawn_items(f, known_n.get(f.key)), known_n, additive=f.key in additive)
-            for f in found.values()
-            if names_current(f, known_n.get(f.key))
+            reconcile(withdrawn_items(f, r.known.get(f.key)), r.known, additive=f.key in r.additive)
+            for f in r.found.values()
+            if names_current(f, r.known.get(f.key))
         ]
+
+    def _sentence(self, r: _Reading, whole: str, sarcasm: bool) -> None:
+        """Read one sentence of a message into ``r``."""
+        imagined = hypothetical_span(whole)
+        sentence = whole
+        if imagined is not None:
+            start, end = imagined
+            sentence = (whole[:start] + MASK + whole[end:]).strip(" ，,")
+        if not sentence:
+            return
+        seen = views(sentence)
+        r.past += seen.past
+        turn = 0 if r.carried_turn else turn_at(seen.current)
+        asks = question_at(seen.current)
+        r.statements.append(seen.current if asks is None else seen.current[:asks])
+        facts, adds = self._sentence_facts(seen.current, turn, asks, r.known, r.found)
+        facts = [f for f in facts if f.key != "city"] + self._city(
+            seen.city, turn, r.known, r.found
+        )
+        if sarcasm:
+            # "I just LOVE budget airlines 🙄": its liking (or loathing) is the opposite.
+            facts = [f for f in facts if f.key not in _SENTIMENT]
+        facts = _with_named_pets(facts, named_pets(seen.current))
+        budget = budget_fact(
+            sentence,
+            turn_at=0 if r.carried_turn else turn_at(sentence),
+            ctx=r.money,
+            short_message=r.short_message,
+            question_at=question_at(sentence),
+        )
+        if budget:
+            facts.insert(0, budget)
+        # "其实，我改主意了。预算八千。": the turn word speaks for the next statement.
+        r.carried_turn = turn is not None and not facts
+        currency = default_currency(sentence)
+        normalised = [normalise_fact(raw, default_currency=currency) for raw in facts]
+        for fact in _per_key([f for f in normalised if f is not None]):
+            if adds:
+                r.additive.add(fact.key)
+            r.found[fact.key] = _merge_within_message(r.found.get(fact.key), fact)
 
     def _city(
         self, view: str, turn: int | None, known: Mapping[str, Any], found: Mapping[str, Fact]
@@ -172,7 +197,7 @@ class RulesExtractor:
         "以前住在上海"), for keys it states nothing current of."""
         out: dict[str, Fact] = {}
         for clause in past:
-            for raw in self._read(clause):
+            for raw in self._read(presented(clause)):
                 fact = normalise_fact(raw, default_currency=default_currency(clause))
                 if fact is None or fact.key in found or fact.key not in known:
                     continue
@@ -185,7 +210,8 @@ class RulesExtractor:
         facts = list(apply_rules(_RULES, text, Scope(turn_at=None, question_at=None)))
         ctx = BudgetContext(known=None)
         budget = budget_fact(text, turn_at=None, ctx=ctx, short_message=False)
-        return [budget, *facts] if budget is not None else facts
+        home = residence(text)
+        return [f for f in (budget, home) if f is not None] + facts
 
     def _sentence_facts(
         self,
@@ -219,6 +245,36 @@ class RulesExtractor:
             # A bare need next to a goal is a requirement of it ("I need the stylus").
             facts = [f for f in facts if not (f.key == "goal" and f.confidence <= WEAK_GOAL)]
         return facts, adds
+
+
+def _with_named_pets(facts: list[Fact], named: list[str]) -> list[Fact]:
+    """The sentence's pets with the names :func:`.pets.named_pets` found: a named pet
+    takes the place of the unnamed mention of its animal ("two greyhounds" →
+    "greyhound: Luna", "greyhound: Blitz"); one the rules named already is theirs."""
+    if not named or any(f.key == "pets" and f.retracts for f in facts):
+        # "our old whippet Juniper passed": a pet named only to say it is gone
+        return facts
+    said = next((f for f in facts if f.key == "pets"), None)
+    items = (
+        [str(i) for i in said.value] if said is not None and isinstance(said.value, list) else []
+    )
+    have = {i.split(": ")[1].casefold() for i in items if ": " in i}
+    new = [n for n in named if n.split(": ")[1].casefold() not in have]
+    out: list[str] = []
+    for item in items:
+        if ": " not in item and any(animal_head(n) == animal_head(item) for n in new):
+            out += [n for n in new if animal_head(n) == animal_head(item) and n not in out]
+        else:
+            out.append(item)
+    out += [n for n in new if n not in out]
+    fact = Fact(
+        key="pets",
+        value=out,
+        type=VOCABULARY["pets"].type,
+        confidence=said.confidence if said is not None else 0.8,
+        source="user_stated",
+    )
+    return [f for f in facts if f.key != "pets"] + [fact]
 
 
 def _overlaps(said: Any, known: Any) -> bool:

@@ -200,7 +200,7 @@ def names_current(fact: Fact, current: Any) -> bool:
     return a in b or b in a
 
 
-def _animal_head(item: str) -> str:
+def animal_head(item: str) -> str:
     """ "two cats" → "cat", "狗狗: 豆豆" → "狗", "两只橘猫" → "橘猫": the animal, bare."""
     what = item.split(":")[0].strip().casefold()
     what = re.sub(r"^(?:a|an|one|two|three|four|\d+)\s+|^[一两三四几\d]+[只条头匹个]", "", what)
@@ -215,12 +215,12 @@ def withdrawn_items(fact: Fact, known: Any) -> Fact:
         return fact
     if not isinstance(fact.value, list):
         return fact
-    heads = {_animal_head(str(v)) for v in fact.value}
+    heads = {animal_head(str(v)) for v in fact.value}
     hits = [
         k
         for k in known
         if any(
-            (h := _animal_head(str(k))) == w or (w and (h.endswith(w) or w.endswith(h)))
+            (h := animal_head(str(k))) == w or (w and (h.endswith(w) or w.endswith(h)))
             for w in heads
         )
     ]

@@ -87,6 +87,16 @@ _RETRACTIONS = (
         statements_only=True,
         retracts=True,
     ),
+    # "we left Reno in june": the city left, no new one said in this clause.
+    rule(
+        "city",
+        r"(?i:\b(?:I|we)(?:'ve|\s+have)?\s+(?:just\s+|finally\s+|already\s+)?(?:left|moved\s+"
+        r"(?:out\s+of|away\s+from))\s+)(?P<v>[A-Z][\w'.-]*(?:\s+[A-Z][\w'.-]*)?)"
+        r"(?!\s+(?i:for|to)\b)",
+        0.8,
+        statements_only=True,
+        retracts=True,
+    ),
     # "moved out last month, couch-surfing": gone from the city, no new one said.
     rule(
         "city",
@@ -101,7 +111,13 @@ _RETRACTIONS = (
         "occupation",
         r"(?i:\bI\s+(?:just\s+)?(?:quit|lost|left)\s+my\s+job\b"
         r"|\bI\s+(?:got|was|have been|'ve been)\s+(?:laid off|fired|let go)\b"
-        r"|\bI(?:'m|\s+am)\s+(?:now\s+)?(?:unemployed|out of work|between jobs)\b)",
+        r"|\bI(?:'m|\s+am)\s+(?:now\s+)?(?:unemployed|out of work|between jobs)\b"
+        # "retired in May", "I'm retired now": no job any more ("a retired nurse" is read
+        # by the occupation rule, which refuses it)
+        r"|(?:\bI(?:'ve|\s+have)?\s+|^|(?<=,\s))(?:just\s+|recently\s+|finally\s+|officially\s+)?"
+        r"retired\b(?!\s+(?:\w+\s+)?(?:nurse|teacher|\w+(?:er|or|ist|ian))\b)"
+        r"|\bI(?:'m|\s+am)\s+(?:now\s+|officially\s+|finally\s+)?retired\b"
+        r"|\b(?:quit|left)\s+(?:my\s+job|the\s+job|work)\b)",
         0.85,
         statements_only=True,
         retracts=True,
@@ -118,12 +134,44 @@ _RETRACTIONS = (
         value=lambda m, s: None,
     ),
     rule(
+        "goal",
+        r"(?i:\bnot\s+(?:travel(?:l)?ing|going)\s+anywhere\b|\b(?:the\s+)?(?:trip|plan|holiday"
+        r"|vacation)\s+(?:is|'s)\s+(?:off|cancel(?:l)?ed|dead)\b|\bcancel(?:l)?ed\s+(?:the|my|our)"
+        r"\s+(?:trip|plans?|holiday|vacation|order)\b)",
+        0.8,
+        statements_only=True,
+        retracts=True,
+        value=lambda m, s: None,
+    ),
+    rule(
+        "budget_limit",
+        r"(?i:\bno\s+(?:budget|price)\s+(?:limit|cap|ceiling)\b|\bmoney(?:'s|\s+is)\s+no\s+object\b"
+        r"|\bbudget\s+(?:is\s+)?(?:unlimited|off\s+the\s+table)\b)",
+        0.8,
+        statements_only=True,
+        retracts=True,
+        value=lambda m, s: None,
+    ),
+    rule(
         "family",
-        r"(?i:\b(?:we|I)\s+(?:got|are|'re|am|'m)\s+(?:now\s+)?divorced\b)",
+        r"(?i:\b(?:we|I)\s+(?:got|are|'re|am|'m)\s+(?:now\s+)?divorced\b"
+        r"|\b(?:the|my|our)\s+divorce\s+(?:was|is|went|got)\s+(?:finali[sz]ed|final|through)\b"
+        r"|\bex-?(?:wife|husband)\b)",
         0.8,
         statements_only=True,
         retracts=True,
         value=lambda m, s: list(_SPOUSES),
+    ),
+    # "I've fallen out of love with running", "gone off fantasy": a like given up.
+    rule(
+        "likes",
+        r"(?i:\b(?:fallen|fell)\s+out\s+of\s+love\s+with|\b(?:I've|I\s+have)\s+gone\s+off"
+        r"|\blost\s+(?:all\s+)?interest\s+in|\bI'?m\s+(?:so\s+)?over|\bdone\s+with)\s+"
+        r"(?P<v>[a-z][\w'-]*(?:\s+[\w'-]+){0,2}?)"
+        r"(?=\s*(?:[,.;!]|$|\s+(?:now|for good|tbh|honestly)\b))",
+        0.8,
+        retracts=True,
+        claims=False,
     ),
     # "I don't like X anymore": X leaves the likes (and is a dislike, read by the rule below).
     rule(

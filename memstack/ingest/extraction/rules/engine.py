@@ -94,6 +94,9 @@ MAX_VALUE_CHARS = 60
 _MAX_VALUE_WINDOW = 4 * MAX_VALUE_CHARS
 
 
+_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|me)\b")
+
+
 def cut(rest: str) -> str:
     """The value part of "…喜欢X，…": up to the end of the clause.
 
@@ -116,6 +119,8 @@ def cut(rest: str) -> str:
             or words[0].casefold().strip(".!?") in _STOP_WORDS
             or has_han(part)
             or _VERBISH.search(part)
+            # a list item never speaks of the user: "…, anyway I'm vegetarian" is a new statement
+            or _FIRST_PERSON.search(part)
         ):
             break
         kept.append(part)

@@ -47,7 +47,8 @@ _NOT_MONEY = re.compile(
     r"|(?i:h|hrs?|hours?|inch(?:es)?|kg|g|grams?|gb|tb|mb|t|min|mins|minutes?|hz|w|mah|mm|cm"
     r"|km|days?|nights?|years?|yrs?|months?|weeks?|people|persons?|times|p|fps|v|nits?|miles?"
     r"|lbs?|oz|stars?|percent|pm|am|of us|kids?|screen|display|monitor|tv|video|resolution"
-    r"|y/?o|years? old)\b)"
+    # (no \b: "1080p的" has no word boundary between p and 的)
+    r"|y/?o|years? old)(?![A-Za-z0-9]))"
 )
 # The number names a price tier, not a limit ("四千的配置", "the $500 ones"), unless it
 # closes a range ("五千到八千的").

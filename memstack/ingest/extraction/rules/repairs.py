@@ -20,8 +20,8 @@ from memstack.core.facts.vocabulary import LANGUAGES
 # Said just after the slip, before what was meant.
 _MARKER = re.compile(
     r"(?:[，,。.…~～\s]|^)(?:啊|呃|哦|额|嗯)?(?:不对不对|不对|不是不是|说错了|打错了|写错了|口误|更正一下|纠正一下"
-    r"|我是说|准确地说|(?:啊|呃|哦|额)不)[，,。.…!！\s]*"
-    r"|(?i:(?:[,.;…]\s*|\s+-+\s*|\s+)(?:sorry|oops|whoops|typo|correction|no wait|wait no|wait"
+    r"|我是说|准确地说|(?:啊|呃|哦|额)不(?:是|对)?)[，,。.…!！\s]*"
+    r"|(?i:(?:[,.;…]\s*|\s*[-–—]+\s*|\s+)(?:sorry|oops|whoops|typo|correction|no wait|wait no|wait"
     r"|I mean|I meant|or rather|my bad|scratch that)\b[,.:!…\s-]*)"
 )
 # What opens or closes the repair without being part of it.
@@ -37,20 +37,32 @@ _NUMBER = re.compile(
 )
 
 
+_SPEAKS = re.compile(r"[我你他她]|(?i:\b(?:I|my|you|is|are|was)\b)")
+
+
 def _repair_text(after: str) -> str | None:
     """The bare value said after the marker, or None when the words after it are a
     statement of their own (which the rules read as they are)."""
     clause = re.split(r"[，,；;。！？!?]|(?<!\d)\.(?!\d)", after, maxsplit=1)[0]
     v = _REPAIR_CLOSE.sub("", _REPAIR_OPEN.sub("", clause.strip())).strip()
-    if not v or len(v) > _MAX_REPAIR_CHARS or re.search(r"[我你他她]|(?i:\b(?:I|my|you)\b)", v):
+    if not v or len(v) > _MAX_REPAIR_CHARS or _SPEAKS.search(v):
         return None
     return v
+
+
+def _kind(text: str) -> str:
+    """What sort of word a value is: an amount, Chinese, a capitalised name, other."""
+    if _NUMBER.fullmatch(text):
+        return "number"
+    if re.search(r"[\u4e00-\u9fff]", text):
+        return "han"
+    return "name" if text[:1].isupper() else "word"
 
 
 def _slip(before: str, repair: str, facts: list[Fact]) -> tuple[int, int] | None:
     """Where in ``before`` the value the repair corrects stands: the nearest value of a
     fact read from it, else the nearest word of the repair's own kind (an amount, a
-    language)."""
+    language), of the same sort of word as the repair."""
     spans: list[tuple[int, int]] = []
     for f in facts:
         values = f.value if isinstance(f.value, list) else [f.value]
@@ -68,22 +80,44 @@ def _slip(before: str, repair: str, facts: list[Fact]) -> tuple[int, int] | None
     # The slip stands in the clause the marker closes: "1996年11月4号出生的，双子座…啊不对，
     # 是天蝎座" corrects the star sign, not the birthday of the clause before.
     clause_start = max((m.end() for m in re.finditer(r"[，,；;:：]", before)), default=0)
-    near = [s for s in spans if s[1] > clause_start]
+    kind = _kind(repair)
+    near = [s for s in spans if s[1] > clause_start and _kind(before[s[0] : s[1]]) == kind]
     return max(near, key=lambda s: s[1]) if near else None
+
+
+def joined(sentences: list[str]) -> list[str]:
+    """``sentences`` with a sentence that opens with a repair marker joined to the one
+    before it ("reply in French from now on? — wait no, Spanish!!"): it corrects that
+    sentence."""
+    out: list[str] = []
+    for s in sentences:
+        m = _MARKER.match(" " + s)
+        if out and m is not None and _repair_text(s[m.end() - 1 :]) is not None:
+            out[-1] = f"{out[-1]} {s}"
+        else:
+            out.append(s)
+    return out
 
 
 def repaired(sentence: str, read: Callable[[str], list[Fact]]) -> str:
     """``sentence`` as the user meant it: each slip replaced by its repair. ``read``
-    gives the facts the rules read from a text, to find the value a repair corrects."""
-    for _ in range(3):  # "A, no, B, sorry, C": each repair in turn
-        m = next((m for m in _MARKER.finditer(sentence) if m.start() > 0), None)
-        if m is None:
+    gives the facts the rules read from a text, to find the value a repair corrects. A
+    marker followed by no value ("— sorry, typo brain, I mean Gdynia") is an aside, left
+    out so the next marker meets the slip."""
+    for _ in range(4):  # "A, no, B, sorry, C": each repair in turn
+        markers = [m for m in _MARKER.finditer(sentence) if m.start() > 0]
+        if not markers:
             return sentence
+        m = markers[0]
         repair = _repair_text(sentence[m.end() :])
         before = sentence[: m.start()]
         slip = _slip(before, repair, read(before)) if repair else None
-        if repair is None or slip is None:
-            return sentence
+        if slip is None or repair is None:
+            aside = sentence[m.end() : markers[1].start()] if len(markers) > 1 else ""
+            if not aside or len(aside.split()) > 3 or _SPEAKS.search(aside):
+                return sentence
+            sentence = before + sentence[markers[1].start() :]
+            continue
         rest = sentence[m.end() :]
         end = re.search(r"[，,；;。！？!?]|(?<!\d)\.(?!\d)", rest)
         after = rest[end.start() :] if end else ""

@@ -23,9 +23,17 @@ from memstack.ingest.extraction.rules.sentences import MASK, clause_starts
 _PAST = re.compile(
     r"以前|之前|曾经|原来|原先|当年|那时候?|小时候|早年|过去(?!了)|本来|退休前|上一份|前东家|前公司"
     r"|(?i:\bused\s+to\b|\bformerly\b|\bpreviously\b|\bback\s+when\b|\bback\s+in\s+(?:the\s+day|\d{4})"
-    r"|\bin\s+my\s+(?:past|previous|old)\s+life\b|\bI\s+was\s+an?\s+(?!\w+\s+(?:person|kid|fan)\b)"
+    r"|\bin\s+my\s+(?:past|previous|old)\s+life\b"
+    # "I was a nurse", "well, WAS a line cook" ("it was a mess" is about something else)
+    r"|(?<!\bit\s)(?<!\bthat\s)(?<!\bthis\s)(?<!\bhe\s)(?<!\bshe\s)(?<!\bwhich\s)(?<!\bwho\s)"
+    r"\bwas\s+an?\s+(?!\w+\s+(?:person|kid|fan)\b)"
     r"|\bI\s+(?:worked|lived)\s+(?:as|in)\b[^,.;]*\b(?:for\s+\w+\s+years|until|before)\b"
     r"|\bmy\s+(?:old|former|previous)\s+(?:job|city|place|home)\b)"
+)
+# The clause is denied by the user: "不是我不喜欢韩餐，是…", "it's not that I hate X, …".
+_DENIED = re.compile(
+    r"(?:^|(?<=[，,。;；!！]))\s*不是(?:说|因为)?我"
+    r"|(?i:\bit'?s\s+not\s+that\s+I\b|(?:^|(?<=[,.;]))\s*not\s+that\s+I\b|\bnot\s+because\s+I\b)"
 )
 # Where the user comes from, not where they live.
 _ORIGIN = re.compile(
@@ -80,10 +88,29 @@ def views(sentence: str) -> Views:
     def having(*patterns: re.Pattern[str]) -> list[tuple[int, int]]:
         return [c for c in clauses if any(p.search(sentence, c[0], c[1]) for p in patterns)]
 
-    past = having(_PAST)
-    elsewhere = having(_PAST, _ORIGIN, _TRIP, _FUTURE)
+    past = having(_PAST, _DENIED)
+    elsewhere = having(_PAST, _DENIED, _ORIGIN, _TRIP, _FUTURE)
     return Views(
         current=_hide(sentence, past),
         city=_hide(sentence, elsewhere),
         past=tuple(sentence[a:b] for a, b in past),
     )
+
+
+_TO_PRESENT = (
+    (re.compile(r"以前|之前|曾经|原来|原先|当年|那时候?|小时候|早年|过去|本来|退休前"), ""),
+    (re.compile(r"(?i:\bused\s+to\s+be\b)"), "am"),
+    (re.compile(r"(?i:\bused\s+to\s+)"), ""),
+    (re.compile(r"(?i:(?:\bI\s+)?\bwas\s+(?=an?\b))"), "I'm "),
+    (re.compile(r"(?i:\bI\s+worked\b)"), "I work"),
+    (re.compile(r"(?i:\bI\s+lived\b)"), "I live"),
+    (re.compile(r"(?i:\b(?:formerly|previously)\s+)"), ""),
+)
+
+
+def presented(clause: str) -> str:
+    """A past clause told in the present ("I was a nurse" → "I'm a nurse"), so the rules
+    read which value it names."""
+    for pattern, replacement in _TO_PRESENT:
+        clause = pattern.sub(replacement, clause)
+    return clause

@@ -124,9 +124,14 @@ _EMOJI_GAP_ZH = re.compile(
 )
 
 
+_EYE_ROLL = re.compile(r"[\U0001F644\U0001F612\U0001F643\U0001F611]+\uFE0F?")
+
+
 def tidy_chat(text: str) -> str:
     """Typographic apostrophes made plain and chat spellings made standard ("im" → "I'm")."""
     text = re.sub(r"(?<=[A-Za-z])[’‘](?=[A-Za-z])", "'", text)
+    # An eye-roll is chat's "/s"; spelt so, it outlives the emoji rules below.
+    text = _EYE_ROLL.sub(" /s, ", text)
     # A dash between words of a Latin sentence separates clauses as a comma does.
     text = re.sub(r"(?<=[A-Za-z0-9])\s+[—–-]{1,2}\s+(?=[A-Za-z])", ", ", text)
     # An emoji between words of a Latin sentence ends a clause: "Rahul here 👋 data analyst".
@@ -277,6 +282,26 @@ def _mask_reported(text: str) -> str:
             pos = stop
         text, out, pos = "".join(out) + text[pos:], [], 0
     return text
+
+
+# Marks that the words mean the opposite: an eye-roll, "/s", "yeah right", "呵呵". What a
+# sarcastic sentence seems to like or care about is not a preference.
+_SARCASM = re.compile(
+    r"[\U0001F644\U0001F612\U0001F643\U0001F611\U0001F921\U0001F971]|(?<!\w)/s\b|呵呵|我谢谢你|好棒棒"
+    r"|(?i:\byeah,?\s+right\b|\bsaid\s+no\s+one\s+ever\b|\bnot!|\bjk\b|\bjust\s+kidding\b"
+    r"|\b(?:oh|wow),?\s+(?:great|joy|fantastic|wonderful|lovely|perfect|fun)\b"
+    r"|\bexactly\s+what\s+I\s+(?:always\s+)?(?:wanted|needed|dreamed)\b"
+    r"|\bjust\s+what\s+I\s+needed\b|\bbecause\s+what\s+(?:I|my\s+life)\s+(?:need|is\s+missing))"
+    r"|真是太?\S{1,6}了呢|可太\S{1,4}了\s*(?:/s|🙂)|真是[^，,。]{1,12}呢\s*(?:/s|[🙂☔😅])"
+)
+# A sentence that is only such a mark ("Not.", "🙄", "jk") turns the one before it.
+_SARCASM_ALONE = re.compile(r"^\W*(?:(?i:not|jk|/s|lol\s+jk|kidding)|呵呵)\W*$")
+
+
+def sarcastic(sentence: str, following: str = "") -> bool:
+    """Whether ``sentence`` (or the bare mark that follows it) says the opposite of
+    its words."""
+    return _SARCASM.search(sentence) is not None or _SARCASM_ALONE.match(following) is not None
 
 
 def hypothetical_span(sentence: str) -> tuple[int, int] | None:

@@ -19,7 +19,7 @@ from memstack.core.facts.fact import Fact
 from memstack.core.facts.vocabulary import LANGUAGES, VOCABULARY
 from memstack.ingest.extraction.rules.lexicon import OCCUPATION_EN
 from memstack.ingest.extraction.rules.money import LOOSEN
-from memstack.ingest.extraction.rules.sentences import TURN_WORDS
+from memstack.ingest.extraction.rules.sentences import TURN_WORDS, other_subject
 
 # Words that say the earlier statement no longer holds.
 _CHANGE = re.compile(
@@ -149,9 +149,27 @@ _PET_GONE_BEFORE = (
 )
 
 
+# The only pet gone, without its name: "前天开窗没注意飞走了", "she ran away last night".
+_ONLY_PET_GONE = re.compile(
+    r"飞走了|跑丢了|走丢了|跑掉了|丢了|回不来了|去世了|病逝了|离开我们了|当天使了|去喵星了|去汪星了"
+    r"|(?i:(?:passed\s+away|passed\s+on|died|ran\s+away|flew\s+away|went\s+missing|got\s+out"
+    r"\s+and\s+never\s+came\s+back|crossed\s+the\s+rainbow\s+bridge|was\s+put\s+(?:down|to\s+sleep))\b)"
+)
+
+
+def _only_pet_gone(text: str) -> bool:
+    for m in _ONLY_PET_GONE.finditer(text):
+        start = max(text.rfind(c, 0, m.start()) for c in "，,。.!！?？;；\n") + 1
+        if not other_subject(text[start : m.start()].strip()):
+            return True
+    return False
+
+
 def _pets_gone(text: str, pets: Any) -> list[str]:
     if not isinstance(pets, list):
         return []
+    if len(pets) == 1 and _only_pet_gone(text):
+        return [str(pets[0])]
     gone = []
     for item in pets:
         name = re.escape(str(item).partition(": ")[2])
