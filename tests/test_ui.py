@@ -12,7 +12,7 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from memstack import AsyncMemory, Document, Settings
+from memstack import AsyncMemory, Document, Settings, ValidationError
 from tests.conftest import new_id
 from tests.test_api import serve
 
@@ -36,8 +36,12 @@ def rows(html: str, section: str) -> list[str]:
 
 async def budget_story(mem: AsyncMemory) -> tuple[str, str, list[str]]:
     u, s = new_id("u"), new_id("s")
+    first = await mem.remember(u, s, "user", "我预算不超过五千", ts=T0)
+    await mem.drain(summarize=False)
+    # Tim is the user's own name: only the user's own words become the user's facts.
+    await mem.set_identity(u, display_name="Tim", aliases=["蒂姆"])
     ids = [
-        await mem.remember(u, s, "user", "我预算不超过五千", ts=T0),
+        first,
         await mem.remember(u, s, "assistant", "好的，五千以内。", ts=T0 + timedelta(seconds=5)),
         await mem.remember(u, s, "user", "其实我可以到八千", ts=T0 + timedelta(days=2), name="Tim"),
     ]
@@ -272,3 +276,216 @@ async def test_a_token_signs_in_and_an_open_api_needs_no_sign_in(
     async with serve(service_settings) as (client, mem):
         assert "no keys and no token" in (await client.get("/ui/login")).text
         assert (await client.get("/ui/operations")).is_success
+
+
+# Every fact extracted below full confidence is then a candidate, never the user's fact.
+@pytest.fixture
+async def doubtful(any_settings: Settings) -> AsyncIterator[Api]:
+    async with serve(any_settings.model_copy(update={"fact_min_confidence": 1.0})) as pair:
+        yield pair
+
+
+# A form the inspector's own page sent: its Origin is this server.
+SAME_SITE = {"Origin": "http://memstack"}
+
+
+async def candidate_story(mem: AsyncMemory) -> tuple[str, dict[str, int], list[str]]:
+    """A user with two pending candidates, by key, and the messages they were read from."""
+    u, s = new_id("u"), new_id("s")
+    ids = [
+        await mem.remember(u, s, "user", "I live in Porto.", ts=T0),
+        await mem.remember(u, s, "user", "I am vegetarian.", ts=T0 + timedelta(minutes=1)),
+    ]
+    await mem.drain(summarize=False)
+    return u, {c.key: c.id for c in await mem.candidates(u)}, ids
+
+
+async def test_the_user_page_lists_pending_candidates_and_the_names_bound(doubtful: Api) -> None:
+    client, mem = doubtful
+    u, ids, said = await candidate_story(mem)
+    assert set(ids) == {"city", "diet"} and await mem.facts(u) == []
+
+    page = (await client.get(f"/ui/users/{u}")).text
+    listed = rows(page, "candidates")
+    assert [r.split()[:3] for r in listed] == [
+        [f"#{ids['diet']}", "diet", "vegetarian"],
+        [f"#{ids['city']}", "city", "Porto"],
+    ]
+    [city] = await mem.candidates(u, key="city")
+    assert listed[1].split()[3:7] == [f"{city.confidence:.2f}", "2026-11-01", "09:00:00", "UTC"]
+    assert "pending Confirm Reject" in listed[1]
+    assert f'href="/ui/users/{u}/messages/{said[0]}"' in page
+    for action in ("confirm", "reject"):
+        assert (
+            f'action="/ui/users/{u}/candidates/{ids["city"]}/{action}?candidates=pending"' in page
+        )
+    assert rows(page, "facts") == [] and "No name bound" in page
+
+    source = (await client.get(f"/ui/users/{u}/messages/{said[0]}")).text
+    assert [r.split()[:4] for r in rows(source, "candidates")] == [
+        [f"#{ids['city']}", "city", "Porto", f"{city.confidence:.2f}"]
+    ]
+    assert rows(source, "stated") == []
+
+    await mem.set_identity(u, display_name="Ana Lima", aliases=["Ana", "<b>A</b>"])
+    named = (await client.get(f"/ui/users/{u}")).text
+    names = unescape(re.sub(r"<[^>]+>", " ", named.split('<section id="names">')[1]))
+    assert " ".join(names.split()).startswith("Display name: Ana Lima Aliases: Ana <b>A</b>")
+    assert "<b>A</b>" not in named  # escaped, like every name a user gave
+    chinese = (await client.get(f"/ui/users/{u}", params={"lang": "zh"})).text
+    assert "候选事实" in chinese and "确认" in chinese and "别名" in chinese
+
+
+async def test_confirming_and_rejecting_change_what_facts_and_candidates_return(
+    doubtful: Api,
+) -> None:
+    client, mem = doubtful
+    u, ids, said = await candidate_story(mem)
+
+    r = await client.post(f"/ui/users/{u}/candidates/{ids['city']}/confirm", headers=SAME_SITE)
+    assert r.status_code == 303
+    assert r.headers["location"] == f"/ui/users/{u}?confirmed={ids['city']}#candidates"
+    [fact] = await mem.facts(u)
+    assert (fact.key, fact.value, fact.candidate_id) == ("city", "Porto", ids["city"])
+    assert [c.key for c in await mem.candidates(u)] == ["diet"]
+
+    back = (await client.get(r.headers["location"])).text
+    assert f"Candidate #{ids['city']} confirmed" in back
+    assert rows(back, "facts")[0].startswith("city Porto")
+    assert [r.split()[1] for r in rows(back, "candidates")] == ["diet"]
+    timeline = back.split('<section id="timeline">')[1]
+    assert f"confirmed from candidate #{ids['city']}" in timeline
+    assert f'href="/ui/users/{u}/messages/{said[0]}"' in timeline
+
+    # From the list of every candidate, and back to it.
+    r = await client.post(
+        f"/ui/users/{u}/candidates/{ids['diet']}/reject",
+        params={"candidates": "all"},
+        headers=SAME_SITE,
+    )
+    assert (
+        r.headers["location"] == f"/ui/users/{u}?candidates=all&rejected={ids['diet']}#candidates"
+    )
+    assert [c.status for c in await mem.candidates(u, status="all")] == ["rejected", "confirmed"]
+    assert await mem.candidates(u) == [] and [f.key for f in await mem.facts(u)] == ["city"]
+    every = (await client.get(r.headers["location"])).text
+    assert f"Candidate #{ids['diet']} rejected" in every
+    decided = rows(every, "candidates")
+    assert [r.split()[1] for r in decided] == ["diet", "city"]
+    assert "rejected 20" in decided[0] and "confirmed 20" in decided[1]  # with when
+    assert "Confirm" not in decided[0] and 'class="confirm"' not in every
+    assert rows((await client.get(f"/ui/users/{u}")).text, "candidates") == []
+    only = (await client.get(f"/ui/users/{u}", params={"candidates": "rejected"})).text
+    assert [r.split()[1] for r in rows(only, "candidates")] == ["diet"]
+
+    source = (await client.get(f"/ui/users/{u}/messages/{said[0]}")).text
+    assert rows(source, "stated")[0].startswith("city Porto")
+    assert "confirmed" in rows(source, "candidates")[0]
+
+
+async def test_bad_or_decided_candidates_get_an_error_page_and_change_nothing(
+    doubtful: Api,
+) -> None:
+    client, mem = doubtful
+    u, ids, _ = await candidate_story(mem)
+    other, theirs, _ = await candidate_story(mem)
+    await mem.confirm_candidate(u, ids["city"])
+    before = (await mem.facts(u), await mem.candidates(u, status="all"))
+    refused: list[tuple[str, dict[str, str], int]] = [
+        (f"{ids['city']}/confirm", SAME_SITE, 409),  # already decided
+        (f"{ids['city']}/reject", SAME_SITE, 409),
+        (f"{theirs['diet']}/confirm", SAME_SITE, 404),  # another user's candidate
+        ("987654321/reject", SAME_SITE, 404),
+        ("0/confirm", SAME_SITE, 422),
+        ("abc/confirm", SAME_SITE, 422),
+        (f"{2**63}/confirm", SAME_SITE, 422),
+        (f"{ids['diet']}/confirm?candidates=maybe", SAME_SITE, 422),
+        (f"{ids['diet']}/approve", SAME_SITE, 404),
+        # Another site's form, or one that says nothing of where it came from.
+        (f"{ids['diet']}/confirm", {"Origin": "http://evil.example"}, 403),
+        (f"{ids['diet']}/confirm", {"Origin": "null"}, 403),
+        (f"{ids['diet']}/reject", {"Referer": "http://memstack.evil.example/ui"}, 403),
+        (f"{ids['diet']}/reject", {}, 403),
+    ]
+    for path, headers, status in refused:
+        r = await client.post(f"/ui/users/{u}/candidates/{path}", headers=headers)
+        assert r.status_code == status, (path, headers, r.text)
+        assert r.headers["content-type"].startswith("text/html")
+        assert '<p id="error-detail">' in r.text and "<header>" in r.text  # in the frame
+    conflict = await client.post(
+        f"/ui/users/{u}/candidates/{ids['city']}/confirm", headers=SAME_SITE
+    )
+    assert "only a pending one can be decided" in conflict.text
+    assert (await client.get(f"/ui/users/{u}/candidates/{ids['diet']}/confirm")).status_code == 405
+    assert (await mem.facts(u), await mem.candidates(u, status="all")) == before
+    assert [c.status for c in await mem.candidates(other)] == ["pending", "pending"]
+    assert (await client.get(f"/ui/users/{u}", params={"candidates": "maybe"})).status_code == 422
+    with pytest.raises(ValidationError):  # past a 64-bit row id: no candidate's, not a crash
+        await mem.confirm_candidate(u, 2**63)
+
+    # A browser that sends a Referer but no Origin is judged by the Referer.
+    referred = {"Referer": f"http://memstack/ui/users/{u}"}
+    r = await client.post(f"/ui/users/{u}/candidates/{ids['diet']}/reject", headers=referred)
+    assert r.status_code == 303 and [c.key for c in await mem.candidates(u, status="rejected")] == [
+        "diet"
+    ]
+
+
+async def test_a_user_key_decides_only_its_own_candidates(service_settings: Settings) -> None:
+    async with serve(service_settings.model_copy(update={"fact_min_confidence": 1.0})) as pair:
+        client, mem = pair
+        u, ids, _ = await candidate_story(mem)
+        other, theirs, _ = await candidate_story(mem)
+        _, user_key = await mem.create_key(u)
+        _, admin_key = await mem.create_key(admin=True)
+
+        # Without a key a post goes to the sign-in page, like a page, and decides nothing.
+        r = await client.post(f"/ui/users/{u}/candidates/{ids['city']}/confirm", headers=SAME_SITE)
+        assert (r.status_code, r.headers["location"]) == (303, "/ui/login")
+        assert len(await mem.candidates(u)) == 2
+
+        await client.post("/ui/login", data={"key": user_key})
+        # Admitted exactly as the pages are: its own user's, and no other's.
+        for user_id, candidate, admitted in ((u, ids, True), (other, theirs, False)):
+            page = await client.get(f"/ui/users/{user_id}")
+            post = await client.post(
+                f"/ui/users/{user_id}/candidates/{candidate['city']}/confirm", headers=SAME_SITE
+            )
+            assert page.status_code == (200 if admitted else 403)
+            assert post.status_code == (303 if admitted else 403), post.text
+            assert "Porto" not in post.text
+        assert [f.key for f in await mem.facts(u)] == ["city"]
+        assert await mem.facts(other) == [] and len(await mem.candidates(other)) == 2
+        # Its own candidate's id under another user's path is not a way in either.
+        r = await client.post(
+            f"/ui/users/{other}/candidates/{ids['diet']}/reject", headers=SAME_SITE
+        )
+        assert r.status_code == 403 and len(await mem.candidates(u)) == 1
+
+        await client.get("/ui/logout")
+        await client.post("/ui/login", data={"key": admin_key})
+        r = await client.post(
+            f"/ui/users/{other}/candidates/{theirs['diet']}/reject", headers=SAME_SITE
+        )
+        assert r.status_code == 303
+        assert [c.key for c in await mem.candidates(other, status="rejected")] == ["diet"]
+
+
+async def test_every_candidate_is_listed_a_page_at_a_time(doubtful: Api) -> None:
+    client, mem = doubtful
+    u, s = new_id("u"), new_id("s")
+    for i in range(55):  # each statement supersedes the candidate before it
+        city = "I live in Porto." if i % 2 == 0 else "I live in Lisbon."
+        await mem.remember(u, s, "user", city, ts=T0 + timedelta(minutes=i))
+    await mem.drain(summarize=False)
+    every = await mem.candidates(u, status="all")
+    assert len(every) == 55 and len(await mem.candidates(u)) == 1
+
+    first = (await client.get(f"/ui/users/{u}", params={"candidates": "all"})).text
+    listed = rows(first, "candidates")
+    assert len(listed) == 50 and "Page 1 of 2" in first
+    assert listed[0].startswith(f"#{every[0].id} city Porto") and "Confirm Reject" in listed[0]
+    assert "superseded" in listed[1] and "Confirm" not in listed[1]
+    assert 'href="?candidates=all&amp;cpage=2" rel="next"' in first
+    second = (await client.get(f"/ui/users/{u}", params={"candidates": "all", "cpage": 2})).text
+    assert [r.split()[0] for r in rows(second, "candidates")] == [f"#{c.id}" for c in every[50:]]

@@ -56,6 +56,9 @@ def story(settings: Settings) -> Iterator[dict[str, str]]:
     user, session = new_id("alice"), new_id("s")
     with Memory(settings) as mem:
         mem.remember(user, session, "user", "我预算不超过五千", ts=T0)
+        mem.drain(summarize=False)
+        # Tim is the user's own name, so what Tim says is the user's.
+        mem.set_identity(user, display_name="Tim")
         mem.remember(user, session, "assistant", "好的，五千以内。", ts=T0 + timedelta(seconds=5))
         later = T0 + timedelta(days=2)
         mem.remember(user, session, "user", "其实我可以到八千", ts=later, name="Tim")
@@ -263,3 +266,43 @@ def test_ten_thousand_messages_are_read_a_page_at_a_time(
     assert "message 00000" in rows[0] and "message 00049" in rows[-1]
     click(browser, '#ledger .pager a[rel="next"]')
     assert "message 00050" in texts(browser, "#ledger tbody tr")[0]
+
+
+def test_a_user_signs_in_and_confirms_a_fact_candidate(
+    server: str, browser: Any, settings: Settings
+) -> None:
+    user, session = new_id("bea"), new_id("s")
+    # Below full confidence every extracted fact is a candidate, not yet the user's fact.
+    with Memory(settings.model_copy(update={"fact_min_confidence": 1.0})) as mem:
+        mem.remember(user, session, "user", "I live in Porto.", ts=T0)
+        mem.drain(summarize=False)
+        [candidate] = mem.candidates(user)
+        _, key = mem.create_key(user)
+    browser.delete_all_cookies()
+    try:
+        browser.get(f"{server}/ui/login")
+        browser.find_element("id", "key").send_keys(key)
+        click(browser, "#sign-in button")
+        assert browser.current_url == f"{server}/ui/users/{user}"  # a user key's own page
+        assert texts(browser, "#facts tbody tr") == []
+        [pending] = texts(browser, "#candidates tbody tr")
+        said = f"#{candidate.id} city Porto {candidate.confidence:.2f} 01/11/2026, 17:00:00"
+        assert pending.startswith(said) and "pending" in pending
+        shot(browser, "candidates")
+        click(browser, f'tr[data-candidate="{candidate.id}"] button.confirm')
+
+        assert browser.find_element("id", "notice").text.startswith(f"Candidate #{candidate.id}")
+        [fact] = texts(browser, "#facts tbody tr")
+        assert fact.startswith("city Porto") and fact.endswith("1.00")
+        assert texts(browser, "#candidates tbody tr") == []
+        [version] = texts(browser, '.timeline[data-key="city"] li')
+        assert f"confirmed from candidate #{candidate.id}" in version
+        shot(browser, "candidate-confirmed")
+        with Memory(settings) as mem:
+            assert [(f.key, f.value) for f in mem.facts(user)] == [("city", "Porto")]
+            assert [c.status for c in mem.candidates(user, status="all")] == ["confirmed"]
+    finally:  # the other tests read every user's pages, as the token
+        browser.delete_all_cookies()
+        browser.get(f"{server}/ui/login")
+        browser.find_element("id", "key").send_keys(TOKEN)
+        click(browser, "#sign-in button")

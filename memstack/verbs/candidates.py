@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from memstack.stores.redis.working_memory import WorkingMemory
 
 ALL = "all"
+# Row ids are 64-bit: a larger number names no candidate, and the database cannot bind it.
+MAX_CANDIDATE_ID = 2**63 - 1
 
 
 def _statuses(status: object) -> tuple[str, ...]:
@@ -39,8 +41,15 @@ def _statuses(status: object) -> tuple[str, ...]:
 
 
 def _candidate_id(candidate_id: object) -> int:
-    if isinstance(candidate_id, bool) or not isinstance(candidate_id, int) or candidate_id < 1:
-        raise ValidationError(f"candidate_id must be a positive whole number, got {candidate_id!r}")
+    if (
+        isinstance(candidate_id, bool)
+        or not isinstance(candidate_id, int)
+        or not 1 <= candidate_id <= MAX_CANDIDATE_ID
+    ):
+        raise ValidationError(
+            f"candidate_id must be a whole number from 1 to {MAX_CANDIDATE_ID}, "
+            f"got {candidate_id!r}"
+        )
     return candidate_id
 
 

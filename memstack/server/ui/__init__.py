@@ -15,7 +15,7 @@ from fastapi.staticfiles import StaticFiles
 
 from memstack.core.settings import Settings
 from memstack.server.http.guard import PAGE_STATIC
-from memstack.server.ui import pages, signin
+from memstack.server.ui import decisions, pages, signin
 from memstack.server.ui.errors import error_page
 
 __all__ = ["error_page", "install"]
@@ -24,5 +24,6 @@ __all__ = ["error_page", "install"]
 def install(app: FastAPI, settings: Settings) -> None:
     app.include_router(signin.router(settings))
     app.include_router(pages.router())
+    app.include_router(decisions.router())
     static = Path(__file__).parent / "static"
     app.mount(PAGE_STATIC.rstrip("/"), StaticFiles(directory=static), name="ui-static")

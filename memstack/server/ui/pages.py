@@ -1,10 +1,11 @@
 """The inspector's pages: users → sessions → messages, a user's facts and their timeline,
-the context preview with its manifest, the knowledge base, and the queue and stores.
+the fact candidates waiting for a decision (decided in :mod:`.decisions`), the context
+preview with its manifest, the knowledge base, and the queue and stores.
 
 Server-rendered (Jinja2, every value escaped) over the same ``AsyncMemory`` and the same
 keys as the API: the guard admits a page as it admits a call, and a user key sees only
-its own user. Every list that grows with use is paged, so a user with ten thousand
-messages reads like one with ten.
+its own user. The pages only read; deciding a candidate is the one write. Every list that
+grows with use is paged, so a user with ten thousand messages reads like one with ten.
 """
 
 from __future__ import annotations
@@ -16,17 +17,20 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import BeforeValidator, Field
 
+from memstack import NotFound, UserIdentity
 from memstack.core.ids import DEFAULT_NAMESPACE
 from memstack.server.http.guard import viewer_of
 from memstack.server.http.manage_routes import MsgId
 from memstack.server.http.params import MemoryDep, SessionId, UserId
 from memstack.server.schemas import Namespace
 from memstack.server.ui import views
+from memstack.server.ui.decisions import CandidateView
 from memstack.server.ui.render import render
 
 USERS_PER_PAGE = 50
 SESSIONS_PER_PAGE = 50
 MESSAGES_PER_PAGE = 50
+CANDIDATES_PER_PAGE = 50
 DEAD_LETTERS_SHOWN = 100
 KB_HITS_SHOWN = 10
 
@@ -35,6 +39,8 @@ _EMPTY_IS_NONE = BeforeValidator(lambda value: None if value == "" else value)
 Positive = Annotated[int, Field(ge=1)]
 PageNumber = Annotated[Positive | None, _EMPTY_IS_NONE, Query(description="A page, from 1.")]
 Text = Annotated[str, Query(max_length=4096)]
+# The candidate a decision just confirmed or rejected, for the page's notice.
+Decided = Annotated[Positive | None, _EMPTY_IS_NONE, Query(description="A candidate's id.")]
 
 
 async def start(request: Request, mem: MemoryDep, page: PageNumber = None) -> Response:
@@ -62,22 +68,40 @@ async def user(
         datetime | None, _EMPTY_IS_NONE, Query(description="Facts as they stood then.")
     ] = None,
     page: PageNumber = None,
+    candidates: Annotated[CandidateView, Query(description="Which candidates.")] = "pending",
+    cpage: PageNumber = None,
+    confirmed: Decided = None,
+    rejected: Decided = None,
 ) -> Response:
-    """A user's sessions, current facts (or as of a moment) and each fact's timeline."""
+    """A user's names, sessions, current facts (or as of a moment), each fact's timeline
+    and the fact candidates (pending ones unless asked otherwise), with what was just
+    decided."""
     if as_of is not None and as_of.tzinfo is None:
         as_of = as_of.replace(tzinfo=UTC)  # a moment typed without a zone is read as UTC
     sessions = await mem.sessions(user_id)
     pager = views.Pager.of(len(sessions), SESSIONS_PER_PAGE, page, last_first=True)
     shown = sessions[pager.offset : pager.offset + pager.size]
+    listed = await mem.candidates(user_id, status=candidates)
+    candidate_pager = views.Pager.of(len(listed), CANDIDATES_PER_PAGE, cpage)
+    try:
+        names: UserIdentity | None = await mem.identity(user_id)
+    except NotFound:
+        names = None  # nothing of the user stored yet, so no name bound either
     return render(
         request,
         "user.html",
         user_id=user_id,
+        names=names,
         sessions=list(reversed(shown)),
         pager=pager,
         facts=await mem.facts(user_id, as_of=as_of),
         as_of=as_of,
         timelines=views.timelines(await mem.fact_history(user_id)),
+        view=candidates,
+        candidates=listed[candidate_pager.offset : candidate_pager.offset + candidate_pager.size],
+        candidate_count=len(listed),
+        candidate_pager=candidate_pager,
+        notice=views.Notice.of(confirmed=confirmed, rejected=rejected),
     )
 
 
@@ -116,11 +140,14 @@ async def session(
 
 
 async def message(request: Request, user_id: UserId, msg_id: MsgId, mem: MemoryDep) -> Response:
-    """One message (a fact's source links here, whatever page of its session it is on) and
-    the facts it stated."""
+    """One message (a fact's source links here, whatever page of its session it is on),
+    the facts it stated and the fact candidates read from it."""
     found = await mem.get_message(user_id, msg_id)
     stated = [f for f in await mem.fact_history(user_id) if f.msg_id == found.msg_id]
-    return render(request, "message.html", user_id=user_id, message=found, facts=stated)
+    read = [c for c in await mem.candidates(user_id, status="all") if c.msg_id == found.msg_id]
+    return render(
+        request, "message.html", user_id=user_id, message=found, facts=stated, candidates=read
+    )
 
 
 async def context_preview(

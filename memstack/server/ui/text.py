@@ -109,6 +109,37 @@ EN: dict[str, str] = {
     "error": "Error",
     "fields": "Job",
     "language": "中文",
+    "display_name": "Display name",
+    "aliases": "Aliases",
+    "no_names": "No name bound: only the user's unnamed messages feed the user's facts.",
+    "candidates": "Fact candidates",
+    "candidates_hint": (
+        "Read with too little confidence to serve as the user's. "
+        "Confirming one makes it the current fact."
+    ),
+    "candidates_read": "Fact candidates read from this message",
+    "no_candidates": "No candidate.",
+    "candidate": "Candidate",
+    "said": "Said",
+    "decided": "Decided",
+    "confirm": "Confirm",
+    "reject": "Reject",
+    "view_pending": "Pending",
+    "view_confirmed": "Confirmed",
+    "view_rejected": "Rejected",
+    "view_superseded": "Superseded",
+    "view_all": "All",
+    "status_pending": "pending",
+    "status_confirmed": "confirmed",
+    "status_rejected": "rejected",
+    "status_superseded": "superseded",
+    "notice_confirmed": "Candidate #{id} confirmed: it is now the current fact.",
+    "notice_rejected": "Candidate #{id} rejected: it will not be served.",
+    "confirmed_from": "confirmed from candidate #{id}",
+    "cross_site": (
+        "This form was not sent from a page of this server (its Origin or Referer names "
+        "another host), so nothing was changed."
+    ),
 }
 
 ZH: dict[str, str] = {
@@ -207,6 +238,33 @@ ZH: dict[str, str] = {
     "error": "错误",
     "fields": "任务",
     "language": "English",
+    "display_name": "显示名",
+    "aliases": "别名",
+    "no_names": "未绑定名字：只有该用户未署名的消息才计入其事实。",
+    "candidates": "候选事实",
+    "candidates_hint": "置信度不足、尚未作为用户事实使用的值。确认后即成为当前事实。",
+    "candidates_read": "从这条消息读出的候选事实",
+    "no_candidates": "没有候选。",
+    "candidate": "候选",
+    "said": "说于",
+    "decided": "决定于",
+    "confirm": "确认",
+    "reject": "拒绝",
+    "view_pending": "待定",
+    "view_confirmed": "已确认",
+    "view_rejected": "已拒绝",
+    "view_superseded": "已被取代",
+    "view_all": "全部",
+    "status_pending": "待定",
+    "status_confirmed": "已确认",
+    "status_rejected": "已拒绝",
+    "status_superseded": "已被取代",
+    "notice_confirmed": "候选 #{id} 已确认：它现在是当前事实。",
+    "notice_rejected": "候选 #{id} 已拒绝：它不会被使用。",
+    "confirmed_from": "由候选 #{id} 确认",
+    "cross_site": (
+        "此表单并非从本服务器的页面提交（其 Origin 或 Referer 指向别的主机），未做任何更改。"
+    ),
 }
 
 WORDS: Mapping[str, Mapping[str, str]] = {"en": EN, "zh": {**EN, **ZH}}

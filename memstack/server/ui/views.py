@@ -1,5 +1,6 @@
 """What the inspector's pages show, shaped from the public API's results: pages of a long
-list, a fact's timeline of values, a window set beside the ledger, a manifest's rows."""
+list, a fact's timeline of values, a window set beside the ledger, a manifest's rows, the
+notice a decision leaves."""
 
 from __future__ import annotations
 
@@ -120,3 +121,17 @@ def manifest_order(manifest: Iterable[ManifestItem]) -> list[ManifestItem]:
 def iso(moment: datetime | None) -> str:
     """The machine-readable time a page's script turns into the viewer's own zone."""
     return moment.isoformat() if moment is not None else ""
+
+
+@dataclass(frozen=True)
+class Notice:
+    """What the decision that led to this page did, said once at its top."""
+
+    kind: str  # "confirmed" or "rejected", naming the words that say it
+    candidate_id: int
+
+    @classmethod
+    def of(cls, *, confirmed: int | None, rejected: int | None) -> Notice | None:
+        if confirmed is not None:
+            return cls("confirmed", confirmed)
+        return cls("rejected", rejected) if rejected is not None else None
