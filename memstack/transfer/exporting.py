@@ -27,7 +27,7 @@ from memstack.core.settings import Settings
 from memstack.knowledge.base import KnowledgeBase, registry_collection
 from memstack.stores.redis.transfer_state import state_sessions
 from memstack.stores.redis.working_memory import WorkingMemory
-from memstack.stores.sql import db, transfer_rows
+from memstack.stores.sql import db, transfer_candidates, transfer_rows
 from memstack.transfer import records
 from memstack.transfer.importing import TransferProgress
 from memstack.transfer.records import Record, StateData
@@ -40,8 +40,8 @@ PAGE = 500
 class ExportReport:
     """What an export wrote: its users, its records by type, the knowledge-base
     documents left out because a chunk of theirs is missing from the vector store
-    (``namespace/doc_id``: add them again), and the fact rows left out because their
-    stored value cannot be read back (the log names each)."""
+    (``namespace/doc_id``: add them again), and the fact rows and fact candidates left
+    out because their stored value cannot be read back (the log names each)."""
 
     users: list[str] = field(default_factory=list)
     records: dict[str, int] = field(default_factory=dict)
@@ -93,6 +93,7 @@ class Exporter:
     async def _users(self) -> list[str]:
         async with db.guarded("export"), self.sessions() as s:
             found = set(await transfer_rows.user_ids(s))
+            found |= set(await transfer_candidates.named_users(s))
         found |= {user for user, _session in await state_sessions(self.working)}
         return sorted(found)
 
@@ -108,13 +109,20 @@ class Exporter:
                     break
                 after = (page[-1].session_id, page[-1].created_at, page[-1].msg_id)
             facts, withheld = await transfer_rows.fact_rows(s, user_id)
-            self.report.withheld_facts += withheld
+            candidates, unreadable = await transfer_candidates.candidate_rows(s, user_id)
+            self.report.withheld_facts += withheld + unreadable
+            facts, candidates = transfer_candidates.tie(facts, candidates)
             for fact in facts:
                 yield fact
+            for candidate in candidates:
+                yield candidate
             for summary in await transfer_rows.summary_rows(s, user_id):
                 yield summary
             for result in await transfer_rows.tool_result_rows(s, user_id):
                 yield result
+            names = await transfer_candidates.identity(s, user_id)
+            if names is not None:
+                yield names
         for user, session_id in await state_sessions(self.working, user_id):
             state = await self.working.get_state(user, session_id)
             if state.fields:

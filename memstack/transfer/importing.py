@@ -4,13 +4,13 @@ The file is read three times. First it is checked whole, no store touched: every
 parsed and every record checked (:mod:`memstack.transfer.records`), ids unique within
 it, links inside it, the end record present; then its ids are looked up here, and one
 another user holds here refuses the file. Nothing is written before both passed, so a
-bad file changes nothing. The second pass writes the ledger rows, facts, summaries and
-tool results in one transaction. After it, the exchange units of each imported session
-are derived from the ledger and embedded with this deployment's embedder, as
-``memstack reindex`` does, and the summaries' chunks too; the third pass sets the task
-state and stores the knowledge-base documents. Each of those steps is idempotent, so an
-import stopped there (a store down) is finished by running it again, and a file
-imported twice writes nothing the second time.
+bad file changes nothing. The second pass writes the ledger rows, facts, fact
+candidates, summaries, tool results and the users' names in one transaction. After it,
+the exchange units of each imported session are derived from the ledger and embedded
+with this deployment's embedder, as ``memstack reindex`` does, and the summaries'
+chunks too; the third pass sets the task state and stores the knowledge-base documents.
+Each of those steps is idempotent, so an import stopped there (a store down) is
+finished by running it again, and a file imported twice writes nothing the second time.
 
 Erasure marks are not consulted: an import is an operator's deliberate write, and a
 user forgotten here and then imported is there again.
@@ -32,6 +32,7 @@ from typing import IO, Any
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memstack.core.errors import ValidationError
+from memstack.core.identity import UserIdentity
 from memstack.core.messages import Message
 from memstack.core.settings import Settings
 from memstack.ingest.maintenance import rebuild_session
@@ -40,11 +41,13 @@ from memstack.ingest.summaries import summary_record
 from memstack.knowledge.base import KnowledgeBase
 from memstack.stores.redis.transfer_state import mark_windows_incomplete
 from memstack.stores.redis.working_memory import WorkingMemory
-from memstack.stores.sql import db, erasure, transfer_rows
+from memstack.stores.sql import db, erasure, transfer_candidates, transfer_rows
 from memstack.stores.sql import summaries as summary_rows
+from memstack.stores.sql.transfer_candidates import CandidateData
 from memstack.stores.sql.transfer_rows import FactData, SummaryData, ToolResultData
 from memstack.stores.vectors.base import VectorRecord
 from memstack.transfer import records
+from memstack.transfer.fields import parse_line
 from memstack.transfer.records import DocumentData, Header, Limits, StateData
 
 # Called with (stage, done, total): "checking" (lines; total 0 while unknown),
@@ -101,7 +104,7 @@ class _Reader:
                 raise ValidationError(
                     f"line {n}: longer than {records.MAX_LINE_BYTES} bytes; not an export"
                 )
-            obj = records.parse_line(raw, n)
+            obj = parse_line(raw, n)
             if obj is not None:
                 yield n, obj
 
@@ -121,9 +124,17 @@ class _Plan:
     lines: int = 0
     messages: dict[str, tuple[str, int]] = field(default_factory=dict)
     facts: dict[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
-    fact_ids: dict[int, int] = field(default_factory=dict)
+    fact_ids: dict[int, tuple[str, int]] = field(default_factory=dict)
     links: list[tuple[int, int]] = field(default_factory=list)
     current: dict[tuple[str, str], int] = field(default_factory=dict)
+    candidates: dict[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
+    candidate_ids: dict[int, tuple[str, int]] = field(default_factory=dict)
+    # (id, user, line) of each link between facts and candidates, checked at the end
+    to_candidates: list[tuple[int, str, int]] = field(default_factory=list)
+    to_facts: list[tuple[int, str, int]] = field(default_factory=list)
+    # A user's names are few and written before any other row, so the checking pass
+    # keeps them.
+    identities: dict[str, tuple[UserIdentity, int]] = field(default_factory=dict)
     summaries: dict[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
     tool_results: dict[str, tuple[str, int]] = field(default_factory=dict)
     states: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -140,12 +151,23 @@ class _Plan:
         elif isinstance(r, FactData):
             key = (r.msg_id, r.fact_key)
             _once(self.facts, key, (r.user_id, n), n, f"the fact {r.fact_key!r} of {r.msg_id!r}")
-            _once(self.fact_ids, r.id, n, n, f"fact id {r.id}")
+            _once(self.fact_ids, r.id, (r.user_id, n), n, f"fact id {r.id}")
             if r.supersedes_id is not None:
                 self.links.append((r.supersedes_id, n))
+            if r.candidate_id is not None:
+                self.to_candidates.append((r.candidate_id, r.user_id, n))
             if r.valid_until is None:
                 what = f"a current value of {r.fact_key!r} for user {r.user_id!r}"
                 _once(self.current, (r.user_id, r.fact_key), n, n, what)
+        elif isinstance(r, CandidateData):
+            key = (r.msg_id, r.fact_key)
+            what = f"the candidate {r.fact_key!r} of {r.msg_id!r}"
+            _once(self.candidates, key, (r.user_id, n), n, what)
+            _once(self.candidate_ids, r.id, (r.user_id, n), n, f"candidate id {r.id}")
+            if r.fact_id is not None:
+                self.to_facts.append((r.fact_id, r.user_id, n))
+        elif isinstance(r, UserIdentity):
+            _once(self.identities, r.user_id, (r, n), n, f"the names of user {r.user_id!r}")
         elif isinstance(r, SummaryData):
             key = (r.session_id, r.last_msg_id)
             _once(self.summaries, key, (r.user_id, n), n, f"the summary ending {r.last_msg_id!r}")
@@ -202,7 +224,22 @@ def _check(reader: _Reader, limits: Limits, progress: TransferProgress | None) -
     for target, n in plan.links:
         if target not in plan.fact_ids:
             raise ValidationError(f"line {n}: supersedes_id {target} names no fact of the file")
+    _check_links(plan.to_candidates, plan.candidate_ids, "candidate_id", "candidate")
+    _check_links(plan.to_facts, plan.fact_ids, "fact_id", "fact")
     return plan
+
+
+def _check_links(
+    links: list[tuple[int, str, int]], ids: dict[int, tuple[str, int]], name: str, what: str
+) -> None:
+    """Each link names a row of the file, and one of the same user."""
+    for target, user, n in links:
+        if target not in ids:
+            raise ValidationError(f"line {n}: {name} {target} names no {what} of the file")
+        if ids[target][0] != user:
+            raise ValidationError(
+                f"line {n}: {name} {target} names a {what} of another user (line {ids[target][1]})"
+            )
 
 
 async def _check_here(s: AsyncSession, plan: _Plan) -> None:
@@ -210,6 +247,11 @@ async def _check_here(s: AsyncSession, plan: _Plan) -> None:
     checks: list[tuple[str, dict[Any, tuple[str, int]], dict[Any, str]]] = [
         ("msg_id", plan.messages, await transfer_rows.message_owners(s, list(plan.messages))),
         ("fact", plan.facts, await transfer_rows.fact_owners(s, list(plan.facts))),
+        (
+            "fact candidate",
+            plan.candidates,
+            await transfer_candidates.candidate_owners(s, list(plan.candidates)),
+        ),
         ("summary", plan.summaries, await transfer_rows.summary_owners(s, list(plan.summaries))),
         (
             "tool result",
@@ -259,9 +301,11 @@ class Importer:
         """The second pass: the SQL rows, in one transaction."""
         written: Counter[str] = Counter()
         facts: list[FactData] = []
+        candidates: list[CandidateData] = []
         batch: dict[str, list[Any]] = {"message": [], "summary": [], "tool_result": []}
-        total = sum(plan.counts[k] for k in ("message", "fact", "summary", "tool_result"))
-        done = 0
+        kinds = ("message", "fact", "candidate", "identity", "summary", "tool_result")
+        total = sum(plan.counts[k] for k in kinds)
+        done = plan.counts["identity"]
 
         async def flush(s: AsyncSession) -> None:
             nonlocal done
@@ -273,24 +317,45 @@ class Importer:
             done += sum(len(rows) for rows in batch.values())
             for rows in batch.values():
                 rows.clear()
-            self._tick("writing", done + len(facts), total)
+            self._tick("writing", done + len(facts) + len(candidates), total)
 
         async with db.guarded("import"), self.sessions.begin() as s:
             if plan.users:
                 await erasure.ensure_users(s, plan.users, datetime.now(UTC))
                 # Held to the end: a forget_user meanwhile waits, then erases the import.
                 await erasure.hold_users(s, plan.users)
+            if plan.identities:
+                written["identity"] = await self._identities(s, plan)
             for _n, r in reader.records(plan.header, limits):
                 if isinstance(r, FactData):
                     facts.append(r)
-                elif not isinstance(r, StateData | DocumentData):
+                elif isinstance(r, CandidateData):
+                    candidates.append(r)
+                elif not isinstance(r, StateData | DocumentData | UserIdentity):
                     batch[records.kind_of(r)].append(r)
                     if sum(len(rows) for rows in batch.values()) >= WRITE_BATCH:
                         await flush(s)
             await flush(s)
-            written["fact"] = await transfer_rows.write_facts(s, facts)
+            # Candidates first: the facts link to them, and confirmed ones to the facts.
+            candidate_ids, new = await transfer_candidates.write_candidates(s, candidates)
+            written["fact"], fact_ids = await transfer_rows.write_facts(s, facts, candidate_ids)
+            await transfer_candidates.link_candidates(s, new, candidate_ids, fact_ids)
+            if candidates:
+                written["candidate"] = len(new)
         self._tick("writing", total, total)
         report.written.update(written)
+
+    @staticmethod
+    async def _identities(s: AsyncSession, plan: _Plan) -> int:
+        """Bind the users' names as the file has them; how many users' names changed.
+        Written before any other row: updating a user's row waits for the ingest
+        transactions that share-lock it, which then cannot be waiting for a row or a
+        fact key of this transaction."""
+        changed = 0
+        for user_id in sorted(plan.identities):
+            identity, _n = plan.identities[user_id]
+            changed += await transfer_candidates.write_identity(s, identity)
+        return changed
 
     async def _vectors(self, plan: _Plan, report: ImportReport) -> None:
         """Chunks of every imported session and summary, embedded here."""

@@ -9,8 +9,14 @@ them, one record per line:
 - ``message``: a ledger row (``msg_id``, ``user_id``, ``session_id``, ``role``,
   ``content``, ``name``, ``created_at``, ``accepted_at``);
 - ``fact``: a row of the fact history, current, superseded, retracted or archived
-  (``archived_at``), with its ``id`` and the ``supersedes_id`` it links to (ids of the
-  file: an import maps them onto its own);
+  (``archived_at``), with its ``id``, the ``supersedes_id`` it links to and the
+  ``candidate_id`` whose confirmation wrote it (ids of the file: an import maps them
+  onto its own; a file without ``candidate_id`` reads as none);
+- ``candidate``: a fact candidate of any status (``pending``, ``confirmed``,
+  ``rejected``, ``superseded``) with its ``id``, ``said_at``, ``decided_at`` and the
+  ``fact_id`` a confirmed one became (ids of the file, mapped likewise);
+- ``identity``: the names the user speaks under (``display_name``, ``aliases``), one
+  record for a user who has any;
 - ``summary``, ``tool_result`` (a ``$ref`` of the task state), ``state`` (a session's
   task-state fields, ``$ref`` values as they are);
 - ``document``: a knowledge-base document as stored, its chunks in order.
@@ -23,23 +29,25 @@ with the line number in every error; it knows nothing of any store.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any, NoReturn
+from typing import Any
 
-from memstack.core.errors import ValidationError
 from memstack.core.facts.fact import FACT_SOURCES, FACT_TYPES
+from memstack.core.identity import UserIdentity, check_identity
 from memstack.core.ids import MAX_NAMESPACE_LEN, validate_id
 from memstack.core.inputs import MAX_DEPTH, check_json, check_text
 from memstack.core.messages import Message, validate_message, validate_name
 from memstack.core.settings import Settings
 from memstack.knowledge.base import KBDocument
 from memstack.knowledge.documents import MAX_SOURCE_BYTES, MAX_TITLE_LEN
+from memstack.stores.sql.candidates import CONFIRMED, PENDING, STATUSES
+from memstack.stores.sql.transfer_candidates import CandidateData
 from memstack.stores.sql.transfer_rows import FactData, SummaryData, ToolResultData
+from memstack.transfer.fields import Fields, fail_line, is_by_hand
 
 FORMAT = "memstack-export"
 VERSION = 1
@@ -50,8 +58,16 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 # What a read hands on of a fact value (memstack.stores.sql.fact_rows): an imported row
 # may be as large as the rows a deployment kept from before the write checks.
 MAX_FACT_VALUE_BYTES = 64 * 1024
-MAX_MSG_ID_LEN = 400
-RECORD_TYPES = ("message", "fact", "summary", "tool_result", "state", "document")
+RECORD_TYPES = (
+    "message",
+    "fact",
+    "candidate",
+    "identity",
+    "summary",
+    "tool_result",
+    "state",
+    "document",
+)
 
 
 @dataclass(frozen=True)
@@ -78,7 +94,16 @@ class DocumentData:
     chunks: tuple[str, ...]
 
 
-Record = Message | FactData | SummaryData | ToolResultData | StateData | DocumentData
+Record = (
+    Message
+    | FactData
+    | CandidateData
+    | UserIdentity
+    | SummaryData
+    | ToolResultData
+    | StateData
+    | DocumentData
+)
 
 
 def kind_of(record: Record) -> str:
@@ -86,6 +111,8 @@ def kind_of(record: Record) -> str:
     kinds: dict[type, str] = {
         Message: "message",
         FactData: "fact",
+        CandidateData: "candidate",
+        UserIdentity: "identity",
         SummaryData: "summary",
         ToolResultData: "tool_result",
         StateData: "state",
@@ -151,131 +178,6 @@ def document_data(doc: KBDocument, chunks: Sequence[str]) -> DocumentData:
 # --- reading -------------------------------------------------------------------------------
 
 
-def parse_line(raw: bytes, n: int) -> dict[str, Any] | None:
-    """The JSON object of line ``n``; None for a blank line."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        _fail(n, f"not UTF-8 text ({exc.reason} at byte {exc.start})")
-    if not text.strip():
-        return None
-    try:
-        obj = json.loads(text, parse_constant=_no_constant)
-    except (ValueError, RecursionError) as exc:
-        _fail(n, f"not valid JSON ({str(exc)[:120]})")
-    if not isinstance(obj, dict):
-        _fail(n, f"a record is a JSON object, not {type(obj).__name__}")
-    return obj
-
-
-def _no_constant(name: str) -> NoReturn:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _fail(n: int, problem: str) -> NoReturn:
-    raise ValidationError(f"line {n}: {problem}")
-
-
-class _Fields:
-    """The fields of one record, each read once and checked; errors name the line."""
-
-    def __init__(self, obj: dict[str, Any], n: int, kind: str) -> None:
-        self.obj, self.n, self.kind = obj, n, kind
-        self.read = {"type"}
-
-    def fail(self, problem: str) -> NoReturn:
-        _fail(self.n, f"{self.kind} record: {problem}")
-
-    def get(self, name: str, *, optional: bool = False) -> Any:
-        self.read.add(name)
-        if name not in self.obj and not optional:
-            self.fail(f"missing field {name!r}")
-        return self.obj.get(name)
-
-    def checked(self, check: Callable[[], Any]) -> Any:
-        try:
-            return check()
-        except ValidationError as exc:
-            self.fail(str(exc))
-        except ValueError as exc:  # an integer too long to write as text
-            self.fail(str(exc)[:120])
-
-    def id(self, name: str, *, max_len: int | None = None) -> str:
-        value = self.checked(lambda: validate_id(name, self.get(name)))
-        if max_len is not None and len(value) > max_len:
-            self.fail(f"{name} is longer than {max_len} characters")
-        return str(value)
-
-    def text(self, name: str, *, max_bytes: int | None = None, optional: bool = False) -> Any:
-        value = self.get(name, optional=optional)
-        if value is None and optional:
-            return None
-        return self.checked(lambda: check_text(name, value, max_bytes=max_bytes))
-
-    def whole(self, name: str, *, low: int = 0, optional: bool = False) -> Any:
-        value = self.get(name, optional=optional)
-        if value is None and optional:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            self.fail(f"{name} must be a whole number from {low}, got {value!r}")
-        return value
-
-    def time(self, name: str, *, optional: bool = False) -> Any:
-        value = self.get(name, optional=optional)
-        if value is None and optional:
-            return None
-        try:
-            at = datetime.fromisoformat(value) if isinstance(value, str) else None
-        except ValueError:
-            at = None
-        if at is None or at.tzinfo is None:
-            self.fail(f"{name} must be an RFC 3339 time with its offset, got {value!r}")
-        return at.astimezone(UTC)
-
-    def msg_id(
-        self, name: str, user_id: str, session_id: str | None, *, optional: bool = False
-    ) -> Any:
-        value = self.get(name, optional=optional)
-        if value is None and optional:
-            return None
-        problem = msg_id_problem(value, user_id, session_id)
-        if problem:
-            self.fail(f"{name} {str(value)[:80]!r} {problem}")
-        return value
-
-    def done(self) -> None:
-        unknown = sorted(set(self.obj) - self.read)
-        if unknown:
-            self.fail(f"unknown field {unknown[0]!r}")
-
-
-_MSG_ID_CHARS = re.compile(r"^[A-Za-z0-9_.:@/-]+$")
-
-
-def msg_id_problem(value: object, user_id: str, session_id: str | None) -> str | None:
-    """Why ``value`` is not a message id of ``user_id`` (and of ``session_id`` if given),
-    or None. An id made since sessions were scoped names its user and session
-    (``<ts>-<user>/<session>-<seq>``, ``<user>/<session>:<caller id>``), and must name
-    these: a file cannot take an id another user's message will have. An older id
-    (no ``/``) names neither and is accepted as it is."""
-    if not isinstance(value, str) or not value:
-        return "must be a non-empty string"
-    if len(value) > MAX_MSG_ID_LEN or not _MSG_ID_CHARS.match(value):
-        return f"is not a message id (at most {MAX_MSG_ID_LEN} of [A-Za-z0-9_.:@/-])"
-    if "/" not in value:
-        return None
-    left, _, right = value.partition("/")
-    user = re.escape(user_id)
-    if not (left == user_id or re.fullmatch(rf"\d+-{user}", left)):
-        return "is not a message id of this record's user"
-    session = re.escape(session_id) if session_id is not None else r"[A-Za-z0-9_.:@-]+"
-    if left == user_id:
-        ok = re.fullmatch(rf"{session}:[A-Za-z0-9_.:@-]+", right)
-    else:
-        ok = re.fullmatch(rf"{session}-\d+", right)
-    return None if ok else "is not a message id of this record's session"
-
-
 @dataclass(frozen=True)
 class Limits:
     """The target's bounds a record must keep (its settings)."""
@@ -295,8 +197,10 @@ class Limits:
 
 def read_header(obj: dict[str, Any], n: int) -> Header:
     if obj.get("type") != "header":
-        _fail(n, f'the first line must be the header {{"type": "header", "format": "{FORMAT}", …}}')
-    f = _Fields(obj, n, "header")
+        fail_line(
+            n, f'the first line must be the header {{"type": "header", "format": "{FORMAT}", …}}'
+        )
+    f = Fields(obj, n, "header")
     if f.get("format") != FORMAT:
         f.fail(f"format must be {FORMAT!r}, got {obj.get('format')!r}")
     version = f.get("version")
@@ -318,7 +222,7 @@ def read_header(obj: dict[str, Any], n: int) -> Header:
 
 
 def read_end(obj: dict[str, Any], n: int) -> int:
-    f = _Fields(obj, n, "end")
+    f = Fields(obj, n, "end")
     records = f.whole("records")
     f.done()
     return int(records)
@@ -329,8 +233,8 @@ def read_record(obj: dict[str, Any], n: int, users: frozenset[str], limits: Limi
     kind = obj.get("type")
     reader = _READERS.get(kind) if isinstance(kind, str) else None
     if reader is None:
-        _fail(n, f"unknown record type {str(kind)[:40]!r} (one of {', '.join(RECORD_TYPES)})")
-    f = _Fields(obj, n, str(kind))
+        fail_line(n, f"unknown record type {str(kind)[:40]!r} (one of {', '.join(RECORD_TYPES)})")
+    f = Fields(obj, n, str(kind))
     if kind == "document":
         record: Record = _document(f, limits)
     else:
@@ -342,7 +246,7 @@ def read_record(obj: dict[str, Any], n: int, users: frozenset[str], limits: Limi
     return record
 
 
-def _message(f: _Fields, user_id: str, limits: Limits) -> Message:
+def _message(f: Fields, user_id: str, limits: Limits) -> Message:
     session_id = f.id("session_id")
     role, content = f.get("role"), f.get("content")
     f.checked(lambda: validate_message(role, content, max_bytes=limits.message_bytes))
@@ -359,42 +263,37 @@ def _message(f: _Fields, user_id: str, limits: Limits) -> Message:
     )
 
 
-def _fact(f: _Fields, user_id: str, limits: Limits) -> FactData:
-    session_id = f.id("session_id")
-    fact_type, source = f.get("fact_type"), f.get("source")
-    if fact_type not in FACT_TYPES:
-        f.fail(f"fact_type {str(fact_type)[:40]!r} is not one of {', '.join(FACT_TYPES)}")
-    if source not in FACT_SOURCES:
-        f.fail(f"source {str(source)[:40]!r} is not one of {', '.join(FACT_SOURCES)}")
+def _fact_value(f: Fields) -> Any:
     value = f.get("fact_value")
     f.checked(
         lambda: check_json("fact_value", value, max_bytes=MAX_FACT_VALUE_BYTES, max_depth=MAX_DEPTH)
     )
-    confidence = f.get("confidence")
-    if (
-        isinstance(confidence, bool)
-        or not isinstance(confidence, int | float)
-        or not (math.isfinite(confidence) and 0 <= confidence <= 1)
-    ):
-        f.fail(f"confidence must be a number from 0 to 1, got {confidence!r}")
+    return value
+
+
+def _fact(f: Fields, user_id: str, limits: Limits) -> FactData:
+    # A row set by hand names no message, and no session ("").
+    by_hand = is_by_hand(f.get("msg_id"))
+    session_id = "" if by_hand and f.get("session_id") == "" else f.id("session_id")
     fact = FactData(
         id=f.whole("id", low=1),
         user_id=user_id,
         session_id=session_id,
-        msg_id=f.msg_id("msg_id", user_id, session_id),
-        fact_type=str(fact_type),
+        msg_id=f.msg_id("msg_id", user_id, session_id, by_hand=True),
+        fact_type=f.choice("fact_type", FACT_TYPES),
         fact_key=f.id("fact_key"),
-        fact_value=value,
-        confidence=float(confidence),
-        source=str(source),
+        fact_value=_fact_value(f),
+        confidence=f.share("confidence"),
+        source=f.choice("source", FACT_SOURCES),
         valid_from=f.time("valid_from"),
         valid_until=f.time("valid_until", optional=True),
         created_at=f.time("created_at"),
         supersedes_id=f.whole("supersedes_id", low=1, optional=True),
-        ended_by_msg_id=f.msg_id("ended_by_msg_id", user_id, None, optional=True),
+        ended_by_msg_id=f.msg_id("ended_by_msg_id", user_id, None, optional=True, by_hand=True),
         hit_count=f.whole("hit_count", optional=True) or 0,
         last_hit_at=f.time("last_hit_at", optional=True),
         archived_at=f.time("archived_at", optional=True),
+        candidate_id=f.whole("candidate_id", low=1, optional=True),
     )
     if fact.valid_until is not None and fact.valid_until < fact.valid_from:
         f.fail("valid_until is before valid_from")
@@ -405,7 +304,45 @@ def _fact(f: _Fields, user_id: str, limits: Limits) -> FactData:
     return fact
 
 
-def _summary(f: _Fields, user_id: str, limits: Limits) -> SummaryData:
+def _candidate(f: Fields, user_id: str, limits: Limits) -> CandidateData:
+    session_id = f.id("session_id")
+    candidate = CandidateData(
+        id=f.whole("id", low=1),
+        user_id=user_id,
+        session_id=session_id,
+        msg_id=f.msg_id("msg_id", user_id, session_id),
+        fact_type=f.choice("fact_type", FACT_TYPES),
+        fact_key=f.id("fact_key"),
+        fact_value=_fact_value(f),
+        confidence=f.share("confidence"),
+        source=f.choice("source", FACT_SOURCES),
+        said_at=f.time("said_at"),
+        status=f.choice("status", STATUSES),
+        decided_at=f.time("decided_at", optional=True),
+        fact_id=f.whole("fact_id", low=1, optional=True),
+    )
+    # What the store's decisions leave: a pending one is undecided, a decided one says
+    # when, and only a confirmed one names the fact it became.
+    if (candidate.status == PENDING) != (candidate.decided_at is None):
+        f.fail("decided_at is set exactly when the status is not pending")
+    if candidate.fact_id is not None and candidate.status != CONFIRMED:
+        f.fail(f"a {candidate.status} candidate names no fact_id (only a confirmed one does)")
+    return candidate
+
+
+def _identity(f: Fields, user_id: str, limits: Limits) -> UserIdentity:
+    display_name, aliases = f.get("display_name", optional=True), f.get("aliases", optional=True)
+    if aliases is None:
+        aliases = []
+    if not isinstance(aliases, list):
+        f.fail("aliases must be a list of names")
+    identity: UserIdentity = f.checked(lambda: check_identity(user_id, display_name, aliases))
+    if identity.display_name is None and not identity.aliases:
+        f.fail("an identity record binds a display_name or an alias")
+    return identity
+
+
+def _summary(f: Fields, user_id: str, limits: Limits) -> SummaryData:
     session_id = f.id("session_id")
     content = f.get("content")
     if not isinstance(content, dict):
@@ -424,7 +361,7 @@ def _summary(f: _Fields, user_id: str, limits: Limits) -> SummaryData:
     )
 
 
-def _tool_result(f: _Fields, user_id: str, limits: Limits) -> ToolResultData:
+def _tool_result(f: Fields, user_id: str, limits: Limits) -> ToolResultData:
     return ToolResultData(
         f.id("ref", max_len=64),
         user_id,
@@ -435,7 +372,7 @@ def _tool_result(f: _Fields, user_id: str, limits: Limits) -> ToolResultData:
     )
 
 
-def _state(f: _Fields, user_id: str, limits: Limits) -> StateData:
+def _state(f: Fields, user_id: str, limits: Limits) -> StateData:
     session_id = f.id("session_id")
     fields = f.get("fields")
     if not isinstance(fields, dict) or not fields:
@@ -453,7 +390,7 @@ def _state(f: _Fields, user_id: str, limits: Limits) -> StateData:
 _HASH = re.compile(r"^[0-9a-f]{32}$")
 
 
-def _document(f: _Fields, limits: Limits) -> DocumentData:
+def _document(f: Fields, limits: Limits) -> DocumentData:
     namespace = f.id("namespace", max_len=MAX_NAMESPACE_LEN)
     content_hash = f.get("content_hash")
     if not isinstance(content_hash, str) or not _HASH.match(content_hash):
@@ -481,9 +418,11 @@ def _document(f: _Fields, limits: Limits) -> DocumentData:
     )
 
 
-_READERS: dict[str, Callable[[_Fields, str, Limits], Record]] = {
+_READERS: dict[str, Callable[[Fields, str, Limits], Record]] = {
     "message": _message,
     "fact": _fact,
+    "candidate": _candidate,
+    "identity": _identity,
     "summary": _summary,
     "tool_result": _tool_result,
     "state": _state,

@@ -54,7 +54,8 @@ class Portability:
     ) -> ExportReport:
         """Write ``user_id``'s memory, or with ``user_id=None`` every user's and the
         knowledge base, to ``out`` (a path, or a binary or text stream) as JSON Lines:
-        the ledger, the whole fact history, summaries, tool results and task state. A path
+        the ledger, the whole fact history, fact candidates with their decisions, the
+        names the user speaks under, summaries, tool results and task state. A path
         is written under a temporary name and renamed once complete. Messages still in the
         ingest queue are not in the ledger yet: drain first. ``progress(stage, done,
         total)`` is called after each user."""
@@ -70,8 +71,9 @@ class Portability:
     ) -> ImportReport:
         """Read an export (a path, the file's bytes, or a binary or text stream) into this
         deployment: rows already here are kept (importing twice changes nothing), messages
-        and summaries are embedded with this deployment's embedder, facts are written as
-        they were (never extracted again).
+        and summaries are embedded with this deployment's embedder, facts and fact
+        candidates are written as they were (never extracted again; their ids are this
+        deployment's, their links mapped), and a user's names replace those bound here.
 
         The whole file is checked before anything is written: a bad line, a record of an
         unknown type or version, a missing field, a file cut short, or an id that belongs

@@ -4,14 +4,15 @@ user by user and written verbatim (nothing is extracted or summarised again).
 
 Rows are matched by what identifies them in any deployment: a message by its id, a fact
 by ``(msg_id, fact_key)`` (its numeric id is local: an import gives it a new one and
-maps the ``supersedes_id`` links onto it), a summary by ``(session_id, last_msg_id)``,
+maps the ``supersedes_id`` links onto it, and ``candidate_id`` onto the candidates of
+:mod:`~memstack.stores.sql.transfer_candidates`), a summary by ``(session_id, last_msg_id)``,
 a tool result by its reference. A row already present is left alone, so importing a
 file twice writes nothing the second time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeVar
@@ -26,6 +27,7 @@ from memstack.stores.sql.fact_rows import decode_value, value_text
 from memstack.stores.sql.facts import lock_fact_key
 from memstack.stores.sql.ledger import dialect_insert
 from memstack.stores.sql.models import (
+    CandidateRow,
     FactArchiveRow,
     FactRow,
     KBDocumentRow,
@@ -66,6 +68,9 @@ class FactData:
     hit_count: int
     last_hit_at: datetime | None
     archived_at: datetime | None
+    # The candidate whose confirmation wrote the row (an id of the same file or
+    # deployment); absent from files exported before candidates existed.
+    candidate_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -102,8 +107,9 @@ async def snapshot(s: AsyncSession) -> None:
 
 
 async def user_ids(s: AsyncSession) -> list[str]:
-    """Every user with a row in the ledger, the fact history, summaries or tool results."""
-    tables = (MessageRow, FactRow, FactArchiveRow, SummaryRow, ToolResultRow)
+    """Every user with a row in the ledger, the fact history, fact candidates, summaries
+    or tool results."""
+    tables = (MessageRow, FactRow, FactArchiveRow, CandidateRow, SummaryRow, ToolResultRow)
     rows = await s.scalars(union(*(select(t.user_id) for t in tables)))
     return sorted(set(rows))
 
@@ -152,6 +158,7 @@ def _fact_data(r: FactRow | FactArchiveRow, value: Any, archived_at: datetime | 
         hit_count=r.hit_count,
         last_hit_at=r.last_hit_at,
         archived_at=archived_at,
+        candidate_id=r.candidate_id,
     )
 
 
@@ -382,7 +389,7 @@ async def _fit_current(s: AsyncSession, r: FactData) -> FactData:
     return replace(r, valid_until=current.valid_from)
 
 
-def _columns(r: FactData, supersedes_id: int | None) -> dict[str, Any]:
+def _columns(r: FactData, supersedes_id: int | None, candidate_id: int | None) -> dict[str, Any]:
     return {
         "user_id": r.user_id,
         "session_id": r.session_id,
@@ -399,17 +406,22 @@ def _columns(r: FactData, supersedes_id: int | None) -> dict[str, Any]:
         "ended_by_msg_id": r.ended_by_msg_id,
         "hit_count": r.hit_count,
         "last_hit_at": r.last_hit_at,
+        "candidate_id": candidate_id,
     }
 
 
-async def write_facts(s: AsyncSession, rows: Sequence[FactData]) -> int:
-    """Write the fact rows of a file verbatim; returns how many were new.
+async def write_facts(
+    s: AsyncSession, rows: Sequence[FactData], candidate_ids: Mapping[int, int]
+) -> tuple[int, dict[int, int]]:
+    """Write the fact rows of a file verbatim; returns how many were new, and the id here
+    of every row (new or found) by its id in the file.
 
     A row whose ``(msg_id, fact_key)`` is stored already is that row (a current one is
     ended if the file says it ended); a new row gets an id of this deployment, and
-    ``supersedes_id`` links are mapped onto those ids. Archived rows are inserted first
-    and moved to the archive, as ``memstack maintain`` moves them, so their ids come from
-    the same sequence as every other fact's."""
+    ``supersedes_id`` links are mapped onto those ids, ``candidate_id`` onto
+    ``candidate_ids`` (the file's candidates, written first). Archived rows are inserted
+    first and moved to the archive, as ``memstack maintain`` moves them, so their ids
+    come from the same sequence as every other fact's."""
     held = await _held_facts(s, [(r.msg_id, r.fact_key) for r in rows])
     ids: dict[int, int] = {}
     new: list[FactData] = []
@@ -429,9 +441,12 @@ async def write_facts(s: AsyncSession, rows: Sequence[FactData]) -> int:
     new = [await _fit_current(s, r) if r.valid_until is None else r for r in new]
     new.sort(key=lambda r: (r.archived_at is None, r.id))
     known: dict[int, int | None] = {}  # the link each new row was inserted with
+    candidates = {
+        r.id: None if r.candidate_id is None else candidate_ids[r.candidate_id] for r in new
+    }
     for r in new:
         known[r.id] = None if r.supersedes_id is None else ids.get(r.supersedes_id)
-        stmt = dialect_insert(s, FactRow).values(_columns(r, known[r.id]))
+        stmt = dialect_insert(s, FactRow).values(_columns(r, known[r.id], candidates[r.id]))
         ids[r.id] = int((await s.execute(stmt.returning(FactRow.id))).scalar_one())
     for r in new:
         link = None if r.supersedes_id is None else ids[r.supersedes_id]
@@ -439,14 +454,16 @@ async def write_facts(s: AsyncSession, rows: Sequence[FactData]) -> int:
             await s.execute(delete(FactRow).where(FactRow.id == ids[r.id]))
             await s.execute(
                 dialect_insert(s, FactArchiveRow).values(
-                    id=ids[r.id], archived_at=r.archived_at, **_columns(r, link)
+                    id=ids[r.id],
+                    archived_at=r.archived_at,
+                    **_columns(r, link, candidates[r.id]),
                 )
             )
         elif link != known[r.id]:
             await s.execute(
                 update(FactRow).where(FactRow.id == ids[r.id]).values(supersedes_id=link)
             )
-    return len(new)
+    return len(new), ids
 
 
 async def kb_namespaces(s: AsyncSession, collection: str) -> list[str]:
