@@ -34,6 +34,7 @@ from memstack.core.facts.vocabulary import (
     same_value,
 )
 from memstack.ingest.extraction.rules import en, en_goals, en_personal, zh, zh_goals, zh_personal
+from memstack.ingest.extraction.rules.confidence import calibrated
 from memstack.ingest.extraction.rules.context import (
     animal_head,
     continuations,
@@ -50,7 +51,7 @@ from memstack.ingest.extraction.rules.engine import (
     apply_rules,
 )
 from memstack.ingest.extraction.rules.money import BudgetContext, budget_fact, known_budget
-from memstack.ingest.extraction.rules.pets import named_pets
+from memstack.ingest.extraction.rules.named import named_family, named_pets
 from memstack.ingest.extraction.rules.places import residence
 from memstack.ingest.extraction.rules.repairs import joined, repaired
 from memstack.ingest.extraction.rules.scope import presented, views
@@ -111,6 +112,10 @@ class RulesExtractor:
 
     name = "rules"
 
+    def __init__(self, *, calibrate: bool = True) -> None:
+        # Off only to read the rules' own priors (training the calibration).
+        self.calibrate = calibrate
+
     async def extract(
         self, text: str, *, role: str = "user", known: Mapping[str, Any] | None = None
     ) -> list[Fact]:
@@ -131,11 +136,12 @@ class RulesExtractor:
             r.found[ended.key] = ended
         for stale in stale_facts(" ".join(r.statements), r.known, r.found):
             r.found[stale.key] = stale
-        return [
+        facts = [
             reconcile(withdrawn_items(f, r.known.get(f.key)), r.known, additive=f.key in r.additive)
             for f in r.found.values()
             if names_current(f, r.known.get(f.key))
         ]
+        return calibrated(facts, text, r.known) if self.calibrate else facts
 
     def _sentence(self, r: _Reading, whole: str, sarcasm: bool) -> None:
         """Read one sentence of a message into ``r``."""
@@ -158,7 +164,8 @@ class RulesExtractor:
         if sarcasm:
             # "I just LOVE budget airlines 🙄": its liking (or loathing) is the opposite.
             facts = [f for f in facts if f.key not in _SENTIMENT]
-        facts = _with_named_pets(facts, named_pets(seen.current))
+        facts = _with_named(facts, "pets", named_pets(seen.current))
+        facts = _with_named(facts, "family", named_family(seen.current))
         budget = budget_fact(
             sentence,
             turn_at=0 if r.carried_turn else turn_at(sentence),
@@ -247,34 +254,40 @@ class RulesExtractor:
         return facts, adds
 
 
-def _with_named_pets(facts: list[Fact], named: list[str]) -> list[Fact]:
-    """The sentence's pets with the names :func:`.pets.named_pets` found: a named pet
-    takes the place of the unnamed mention of its animal ("two greyhounds" →
-    "greyhound: Luna", "greyhound: Blitz"); one the rules named already is theirs."""
-    if not named or any(f.key == "pets" and f.retracts for f in facts):
+def _with_named(facts: list[Fact], key: str, named: list[str]) -> list[Fact]:
+    """The sentence's pets or family with the names :mod:`.named` found: a named member
+    takes the place of the unnamed mention of its kind ("two greyhounds" → "greyhound:
+    Luna", "greyhound: Blitz"; "儿子" → "儿子: 乐乐"); one the rules named already is
+    theirs."""
+    if not named or any(f.key == key and f.retracts for f in facts):
         # "our old whippet Juniper passed": a pet named only to say it is gone
         return facts
-    said = next((f for f in facts if f.key == "pets"), None)
-    items = (
-        [str(i) for i in said.value] if said is not None and isinstance(said.value, list) else []
-    )
+    said = next((f for f in facts if f.key == key), None)
+    items = [
+        str(i)
+        for f in facts
+        if f.key == key
+        for i in (f.value if isinstance(f.value, list) else [f.value])
+        if i is not None
+    ]
     have = {i.split(": ")[1].casefold() for i in items if ": " in i}
     new = [n for n in named if n.split(": ")[1].casefold() not in have]
     out: list[str] = []
     for item in items:
-        if ": " not in item and any(animal_head(n) == animal_head(item) for n in new):
-            out += [n for n in new if animal_head(n) == animal_head(item) and n not in out]
+        kind = [n for n in new if animal_head(n) == animal_head(item)]
+        if ": " not in item and kind:
+            out += [n for n in kind if n not in out]
         else:
             out.append(item)
     out += [n for n in new if n not in out]
     fact = Fact(
-        key="pets",
+        key=key,
         value=out,
-        type=VOCABULARY["pets"].type,
+        type=VOCABULARY[key].type,
         confidence=said.confidence if said is not None else 0.8,
         source="user_stated",
     )
-    return [f for f in facts if f.key != "pets"] + [fact]
+    return [f for f in facts if f.key != key] + [fact]
 
 
 def _overlaps(said: Any, known: Any) -> bool:

@@ -18,7 +18,13 @@ from typing import Any
 from memstack.core.facts.fact import Fact
 from memstack.core.facts.vocabulary import VOCABULARY
 from memstack.ingest.extraction.rules.engine import is_junk, is_pointer
-from memstack.ingest.extraction.rules.lexicon import ANIMAL_HEADS_ZH, ANIMALS_EN, BREEDS_ZH
+from memstack.ingest.extraction.rules.lexicon import (
+    ANIMAL_HEADS_ZH,
+    ANIMALS_EN,
+    BREEDS_ZH,
+    KIN_EN,
+    KIN_ZH,
+)
 
 # Lists a bare noun phrase can extend; family and pets need a relation or an animal.
 _OPEN_LISTS = ("likes", "dislikes", "focus", "do_not_recommend", "allergies")
@@ -32,7 +38,10 @@ _CONTINUE = re.compile(
     r"|^(?P<v4>[^，,。！？!?我你他她]{1,8}?)(?:的)?也(?:不要|别|不行|不考虑)(?:了|吧)?$"
 )
 _ELLIPSIS = re.compile(
-    r"^(?:(?:哦|噢|对了|嗯|啊)[，,]?)?(?:还有|另外还有|以及)(?P<v>[^，,。！？!?]{1,10}?)(?:也是|也)?(?:吧|啊|呀)?$"
+    # "also no ghost tours", "and no zoos either": one more thing ruled out
+    r"^(?i:(?:and|also|plus|oh)[,\s]+)+no\s+(?P<no>[\w-]+(?:\s+[\w-]+){0,2}?)"
+    r"(?:\s+(?i:either|too|please|pls))?$"
+    r"|^(?:(?:哦|噢|对了|嗯|啊)[，,]?)?(?:还有|另外还有|以及)(?P<v>[^，,。！？!?]{1,10}?)(?:也是|也)?(?:吧|啊|呀)?$"
     r"|^(?P<v2>[^，,。！？!?我你他她]{1,10}?)也(?:是|一样)(?:的)?(?:吧|啊)?$"
     r"|^(?i:(?:oh|ah|and|also|plus|btw)[,\s]+)*(?i:and\s+)?(?P<v3>[\w-]+(?:\s+[\w-]+){0,2}?)\s*,?\s+"
     r"(?i:too|as well|also)$"
@@ -44,8 +53,8 @@ _ELLIPSIS = re.compile(
 # Ellipses that repeat the earlier sentiment and only make sense after it: "焦糖的也爱",
 # "not a fan of X either". They add only to a list the user already has.
 _ECHO = re.compile(
-    r"^(?P<v>[^，,。！？!?我你他她]{1,12}?)(?:味)?的?也(?:很|超|挺|都)?"
-    r"(?P<how>爱|喜欢|讨厌|不喜欢|不爱|受不了|不要)(?:吃|喝|的)?(?:吧|啊|呀)?$"
+    r"^(?:另外|还有|而且)?(?P<v>[^，,。！？!?我你他她]{1,12}?)(?:味)?的?也(?:很|超|挺|都|比较|特别)?"
+    r"(?P<how>爱|喜欢|讨厌|不喜欢|不爱|受不了|不要|重要|关键|看重|在意|要紧)(?:吃|喝|的)?(?:吧|啊|呀)?$"
     r"|^(?i:(?:I'm\s+|I\s+am\s+)?not\s+(?:a\s+)?(?:big\s+|huge\s+)?fan\s+of"
     r"|I\s+(?:also\s+)?(?:don't|do not)\s+(?:like|love|want|enjoy))"
     r"\s+(?P<v2>[\w-]+(?:\s+[\w-]+){0,3}?)\s+(?i:either)$"
@@ -112,6 +121,8 @@ def _echo(sentence: str, known: Mapping[str, Any], said: Mapping[str, Fact]) -> 
     key = "dislikes" if m.group("v2") or _DISLIKE_WORDS.search(verb) else "likes"
     if verb == "不要":
         key = "do_not_recommend"
+    elif verb in ("重要", "关键", "看重", "在意", "要紧"):
+        key = "focus"
     if key not in known and key not in said:
         return None
     return Fact(key=key, value=[v], type=VOCABULARY[key].type, confidence=0.7, source="user_stated")
@@ -124,10 +135,18 @@ def ellipsis(sentence: str, known: Mapping[str, Any], said: Mapping[str, Fact]) 
         return echoed
     clauses = _clauses(_INTERJECTION.sub("", sentence))
     m = _ELLIPSIS.match(clauses[0]) if clauses else None
+    if m is not None and m.group("no") and not is_junk(m.group("no")):
+        # "also no X": the refusal said before, once more
+        return _added("do_not_recommend", m.group("no"), known, said)
     v = _values(m) if m else None
     if not v or is_junk(v) or is_pointer(v) or _NEGATED.match(v):
         return None
     key: str | None = None
+    if _KIN.fullmatch(re.sub(r"^(?:一?个|一位|(?i:my|a)\s+)", "", v)) and (
+        "family" in known or "family" in said
+    ):
+        # "还有个闺女": one more of the family
+        return _added("family", re.sub(r"^(?:一?个|一位|(?i:my|a)\s+)", "", v), known, said)
     if _PET.search(v) and ("pets" in known or "pets" in said):
         # "还有一只仓鼠", "and a gecko too" after pets: one more pet, without its count.
         key, v = "pets", re.sub(r"^(?:[一两三四几\d]+[只条缸头匹个]|(?i:an?|one)\s+)", "", v)
@@ -147,6 +166,18 @@ def ellipsis(sentence: str, known: Mapping[str, Any], said: Mapping[str, Fact]) 
         type=VOCABULARY[key].type,
         confidence=0.75,
         source="user_stated",
+    )
+
+
+_KIN = re.compile(rf"(?:{KIN_ZH})|(?i:{KIN_EN})")
+
+
+def _added(key: str, item: str, known: Mapping[str, Any], said: Mapping[str, Fact]) -> Fact | None:
+    """One more item for a list the user already has (known, or said in this message)."""
+    if key not in known and key not in said:
+        return None
+    return Fact(
+        key=key, value=[item], type=VOCABULARY[key].type, confidence=0.75, source="user_stated"
     )
 
 

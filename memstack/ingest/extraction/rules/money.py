@@ -68,8 +68,9 @@ _INCREMENT_BEFORE = re.compile(
 )
 # A question about the amount itself asks, it does not set: "预算五千够吗？", "is $800 enough?"
 _ASKS_ABOUT_AMOUNT = re.compile(
-    r"够|合理|合适|值得|值不值|贵不贵|多不多|高不高|应该|(?i:\benough\b|\breasonable\b|\brealistic\b"
-    r"|\bworth\b|\btoo (?:much|little|low|high)\b|\bshould I\b|\bdo you think\b)"
+    r"够|合理|合适|值得|值不值|贵不贵|多不多|高不高|应该|是不是|至少|起码|最少|得多少|要多少|需要多少"
+    r"|(?i:\benough\b|\breasonable\b|\brealistic\b|\bworth\b|\btoo (?:much|little|low|high)\b"
+    r"|\bshould I\b|\bdo you think\b|\bat least\b|\bdo I need\b|\bwould I need\b|\bis that\b)"
 )
 _UNKNOWN_CODE = re.compile(r"\s*[A-Z]{3}\b")
 _SHARED_UNIT = re.compile(

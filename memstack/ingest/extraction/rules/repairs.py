@@ -123,3 +123,8 @@ def repaired(sentence: str, read: Callable[[str], list[Fact]]) -> str:
         after = rest[end.start() :] if end else ""
         sentence = before[: slip[0]] + repair + before[slip[1] :] + after
     return sentence
+
+
+def has_repair(text: str) -> bool:
+    """Whether ``text`` corrects a slip somewhere (a repair marker after some words)."""
+    return any(m.start() > 0 for m in _MARKER.finditer(text))

@@ -299,9 +299,11 @@ _SARCASM_ALONE = re.compile(r"^\W*(?:(?i:not|jk|/s|lol\s+jk|kidding)|呵呵)\W*$
 
 
 def sarcastic(sentence: str, following: str = "") -> bool:
-    """Whether ``sentence`` (or the bare mark that follows it) says the opposite of
-    its words."""
-    return _SARCASM.search(sentence) is not None or _SARCASM_ALONE.match(following) is not None
+    """Whether ``sentence`` says the opposite of its words, or the short sentence after
+    it does for it ("… preheat. best part of my day 🙄", "… in line. Not.")."""
+    if _SARCASM.search(sentence) is not None or _SARCASM_ALONE.match(following) is not None:
+        return True
+    return len(following.split()) <= 8 and _SARCASM.search(following) is not None
 
 
 def hypothetical_span(sentence: str) -> tuple[int, int] | None:

@@ -1,19 +1,26 @@
-"""The user's pets and their names, however loosely they are introduced.
+"""The user's pets and family members by name, however loosely they are introduced.
 
-The pet rules of :mod:`.en_personal` and :mod:`.zh_personal` read the usual shapes ("my
-dog Rex", "养了只柯基叫可乐"). Chat names pets in many more: "Biscuit, my golden
-retriever, ...", "Rex (my beagle)", "two rescue greyhounds, Luna and Blitz", "also the
-other cat, Tofu", "一只暹罗叫Mocha，一只三花叫年年", "捡了只小黑猫，取名芝麻", "布丁是只英
-短". This module finds every animal the user owns in a sentence and the name tied to it
-by a naming word, a possessive apposition or a list of names after it, and returns each
-as ``"<animal>: <name>"``.
+The rules of :mod:`.en_personal` and :mod:`.zh_personal` read the usual shapes ("my
+dog Rex", "养了只柯基叫可乐", "my wife Anna"). Chat names them in many more: "Biscuit, my
+golden retriever, ...", "Rex (my beagle)", "two rescue greyhounds, Luna and Blitz",
+"also the other cat, Tofu", "一只暹罗叫Mocha，一只三花叫年年", "捡了只小黑猫，取名芝麻",
+"布丁是只英短", "wife's name is Aiko", "a daughter, Hana", "我有个儿子叫乐乐". This module
+finds every animal or relative of the user's in a sentence and the name tied to it by
+a naming word, a possessive apposition or a list of names after it, and returns each as
+``"<animal>: <name>"`` or ``"<relation>: <name>"``.
 """
 
 from __future__ import annotations
 
 import re
 
-from memstack.ingest.extraction.rules.lexicon import ANIMAL_HEADS_ZH, ANIMALS_EN, BREEDS_ZH
+from memstack.ingest.extraction.rules.lexicon import (
+    ANIMAL_HEADS_ZH,
+    ANIMALS_EN,
+    BREEDS_ZH,
+    KIN_EN,
+    KIN_ZH,
+)
 from memstack.ingest.extraction.rules.sentences import clause_starts, other_subject
 
 _NAME_EN = r"[A-Z][a-z]+(?:[-'][A-Za-z]+)?"
@@ -54,6 +61,52 @@ _ZH = (
         rf"(?:^|(?<=[，,。\s]))(?P<name>{_NAME_ZH})是(?:一)?(?:只|条|我家的?|我的)(?P<animal>{_ANIMAL_ZH})"
     ),
 )
+
+
+_KIN = rf"(?i:{KIN_EN})"
+_FAMILY_EN = (
+    # "my brother Mateusz", "our son, called Leo", "wife's name is Aiko"
+    re.compile(
+        rf"(?i:\b(?:my|our)\s+)?(?P<rel>{_KIN})(?:'s\s+name\s+is\s+|,?\s+(?:named|called)\s+|,\s*|\s+)"
+        rf"(?P<name>{_NAME_EN})\b"
+    ),
+    # "a daughter, Hana", "two kids, Mia and Leo"
+    re.compile(
+        rf"(?i:\b(?:a|an|one|two|three)\s+)(?P<rel>{_KIN}),\s*(?P<names>{_NAME_EN}(?:(?:,\s*|\s+and\s+){_NAME_EN})*)\b"
+    ),
+    # "Anna, my wife"
+    re.compile(rf"\b(?P<name>{_NAME_EN}),\s+(?i:my|our)\s+(?P<rel>{_KIN})\b"),
+)
+_FAMILY_ZH = (
+    re.compile(
+        rf"(?P<rel>{KIN_ZH})(?:叫|名叫|叫做|名字叫|名字是)\s*(?P<name>{_NAME_ZH})"
+        r"(?=$|[，,。！!？?；;、\s]|了|吧|呢|啊|哈|今年|上|在|是)"
+    ),
+)
+_OWNED_FAMILY_EN = re.compile(r"(?i:\b(?:my|our|I|we)\b|^\W*(?:wife|husband)'s\s+name)")
+_OWNED_FAMILY_ZH = re.compile(r"我|咱|家里|家有")
+
+
+def named_family(sentence: str) -> list[str]:
+    """``"<relation>: <name>"`` for each named relative of the user in ``sentence``."""
+    items: list[str] = []
+    zh = re.search(r"[\u4e00-\u9fff]", sentence) is not None
+    owned = (_OWNED_FAMILY_ZH if zh else _OWNED_FAMILY_EN).search(sentence)
+    if owned is None:
+        return []
+    for pattern in _FAMILY_ZH if zh else _FAMILY_EN:
+        for m in pattern.finditer(sentence):
+            if _someone_else(sentence, m.start()) and not re.match(r"(?i:my|our)\b", m.group()):
+                continue
+            names = m.groupdict().get("names") or m.group("name")
+            if names.casefold() in _NOT_NAMES:
+                continue
+            for name in re.split(r",\s*|\s+and\s+", names):
+                items.append(f"{m.group('rel').casefold() if not zh else m.group('rel')}: {name}")
+    return _unique(items)
+
+
+_NOT_NAMES = frozenset("is was and but so the a an who which that".split())
 
 
 def _bare(animal: str) -> str:

@@ -1,0 +1,175 @@
+"""Calibrated confidence for the rule extractor's facts.
+
+A rule's own confidence says how sure its author was, not how often it is right. This
+module replaces it with a probability learned from labelled conversations
+(``eval-data/facts``, see its README): a logistic model over signals of the message
+(a question, a quote, code, a hypothetical, someone else in the sentence, a correction,
+sarcasm, the past) and of the fact (its key, the rule's prior, whether its value is
+written in the message, near a negation, a question or another person). A fact at
+0.9 is then right about nine times in ten on conversations the model never saw
+(docs/facts.md shows the reliability diagram), and ``fact_min_confidence`` can decide
+what is served as the user's and what waits as a candidate.
+
+The weights are package data (``memstack/data/fact_confidence.json``), written by
+``scripts/train_fact_confidence.py``; a feature the file does not name weighs nothing,
+so an older file keeps working. Withdrawals keep their confidence: they are never
+candidates.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
+from typing import Any
+
+from memstack.core.facts.fact import Fact
+from memstack.core.facts.vocabulary import VOCABULARY, same_value
+from memstack.ingest.extraction.rules.lexicon import KIN_EN, KIN_ZH, OTHERS_EN, OTHERS_ZH
+from memstack.ingest.extraction.rules.repairs import has_repair
+from memstack.ingest.extraction.rules.scope import views
+from memstack.ingest.extraction.rules.sentences import (
+    MASK,
+    has_turn_word,
+    hypothetical_span,
+    is_question,
+    mask_code,
+    mask_others,
+    other_subject,
+    sarcastic,
+    split_sentences,
+    tidy_chat,
+)
+from memstack.text.locales import text_locale
+
+_NEGATION = re.compile(
+    r"不|没|别|无|非|(?i:\b(?:not|no|never|don't|dont|doesn't|isn't|can't|won't)\b|n't\b)"
+)
+_PEOPLE = re.compile(rf"{KIN_ZH}|{OTHERS_ZH}|他|她|(?i:\b(?:{KIN_EN}|{OTHERS_EN}|he|she|they)\b)")
+_BASES = (0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
+
+
+@dataclass(frozen=True)
+class MessageSignals:
+    """What one message says about how far its statements can be trusted."""
+
+    text: str
+    sentences: tuple[str, ...]
+    flags: Mapping[str, float]
+
+
+def message_signals(text: str) -> MessageSignals:
+    tidy = tidy_chat(text)
+    sentences = tuple(split_sentences(mask_others(tidy)))
+    seen = [views(s) for s in sentences]
+    clauses = [c for s in sentences for c in re.split(r"[，,；;]", s)]
+    flags = {
+        "lang_zh": float(text_locale(text) == "zh"),
+        "log_chars": math.log1p(len(text)) / 6,
+        "sentences": min(len(sentences), 6) / 6,
+        "question": float(any(is_question(s) for s in split_sentences(tidy))),
+        "code": float(mask_code(tidy) != tidy),
+        "quote": float(MASK in mask_others(mask_code(tidy).replace(MASK, ""))),
+        "hypothetical": float(any(hypothetical_span(s) is not None for s in sentences)),
+        "sarcasm": float(any(sarcastic(s) for s in split_sentences(tidy))),
+        "repair": float(has_repair(tidy)),
+        "past": float(any(v.past for v in seen)),
+        "elsewhere": float(any(v.city != v.current for v in seen)),
+        "other_person": float(any(other_subject(c.strip()) for c in clauses)),
+        "people_words": min(len(_PEOPLE.findall(text)), 3) / 3,
+        "negation": float(_NEGATION.search(text) is not None),
+        "turn": float(has_turn_word(text)),
+    }
+    return MessageSignals(text, sentences, flags)
+
+
+def _strings(value: Any) -> list[str]:
+    items = value if isinstance(value, list) else [value]
+    return [str(i).split(": ")[-1] for i in items if isinstance(i, str) and i.strip()]
+
+
+def _where(text: str, value: Any) -> int:
+    """Where the value's first written item stands in ``text`` (-1: not written)."""
+    folded = text.casefold()
+    for item in _strings(value):
+        at = folded.find(item.casefold())
+        if at >= 0:
+            return at
+    return -1
+
+
+def features(
+    fact: Fact, msg: MessageSignals, known: Mapping[str, Any], n_facts: int
+) -> dict[str, float]:
+    """The model's inputs for one fact of one message (names → values)."""
+    x = {f"msg_{k}": v for k, v in msg.flags.items()}
+    key = fact.key if fact.key in VOCABULARY else "other"
+    x[f"key_{key}"] = 1.0
+    base = min(_BASES, key=lambda b: abs(b - fact.confidence))
+    x[f"base_{base}"] = 1.0
+    x["override"] = float(fact.override)
+    x["supersedes"] = float(fact.supersedes is not None)
+    items = _strings(fact.value)
+    written = [i for i in items if i.casefold() in msg.text.casefold()]
+    x["written"] = len(written) / len(items) if items else 1.0
+    x["value_chars"] = math.log1p(sum(map(len, items))) / 4 if items else 0.0
+    x["list_items"] = min(len(fact.value), 5) / 5 if isinstance(fact.value, list) else 0.0
+    x["known_key"] = float(fact.key in known)
+    x["restated"] = float(fact.key in known and same_value(known[fact.key], fact.value))
+    x["n_facts"] = min(n_facts, 6) / 6
+    at = _where(msg.text, fact.value)
+    if at >= 0:
+        start = max((msg.text.rfind(c, 0, at) for c in "，,。.!！?？;；\n"), default=-1) + 1
+        end = min(
+            (i for c in "，,。.!！?？;；\n" if (i := msg.text.find(c, at)) >= 0),
+            default=len(msg.text),
+        )
+        clause = msg.text[start:end]
+        x["near_negation"] = float(_NEGATION.search(msg.text[max(0, at - 8) : at]) is not None)
+        x["near_question"] = float(msg.text[end : end + 1] in ("?", "？") or clause.endswith("吗"))
+        x["near_person"] = float(_PEOPLE.search(clause) is not None)
+        x["in_last_third"] = float(at >= len(msg.text) * 2 / 3)
+    return x
+
+
+@dataclass(frozen=True)
+class Model:
+    """A logistic model: P(right) = sigmoid(bias + Σ weight·feature)."""
+
+    weights: Mapping[str, float]
+    bias: float
+
+    def probability(self, x: Mapping[str, float]) -> float:
+        z = self.bias + sum(self.weights.get(name, 0.0) * v for name, v in x.items())
+        return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+
+
+@cache
+def shipped_model() -> Model | None:
+    """The model in the package data, or None if there is none (rule priors stand)."""
+    path = files("memstack").joinpath("data", "fact_confidence.json")
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text("utf-8"))
+    return Model(weights=dict(data["weights"]), bias=float(data["bias"]))
+
+
+def calibrated(facts: Sequence[Fact], text: str, known: Mapping[str, Any]) -> list[Fact]:
+    """``facts`` with each stated value's confidence replaced by the model's probability
+    that it is right (rounded to 0.01); withdrawals unchanged."""
+    model = shipped_model()
+    if model is None or not facts:
+        return list(facts)
+    msg = message_signals(text)
+    out = []
+    for fact in facts:
+        if fact.retracts:
+            out.append(fact)
+            continue
+        p = model.probability(features(fact, msg, known, len(facts)))
+        out.append(fact.model_copy(update={"confidence": round(p, 2)}))
+    return out
