@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from memstack.core.identity import UserIdentity
 from memstack.core.settings import load_settings
 from memstack.ingest.extraction import ChatJSON, Fact
 from memstack.ingest.summarisers import (
@@ -371,8 +372,13 @@ async def test_llm_summary_request_names_the_authors(fake_llm: FakeLLM) -> None:
     await summ.aclose()
 
 
-async def test_extractive_summary_takes_named_messages() -> None:
+async def test_extractive_summary_reads_only_the_users_own_words() -> None:
     named = [(i, r, c, "Tim" if r == "user" else None) for i, r, c in CONVERSATION]
-    assert await ExtractiveSummariser().summarise(
-        said(named)
-    ) == await ExtractiveSummariser().summarise(said(CONVERSATION))
+    plain = await ExtractiveSummariser().summarise(said(CONVERSATION))
+    assert plain.facts and plain.summary
+    # Tim bound to the user: his messages are the user's own.
+    tim = UserIdentity("u", display_name="Tim")
+    assert await ExtractiveSummariser().summarise(said(named), speaker=tim) == plain
+    # Tim is someone else: nothing he says becomes the user's facts or quoted sentences.
+    other = await ExtractiveSummariser().summarise(said(named))
+    assert other.facts == [] and other.summary == ""

@@ -19,6 +19,7 @@ from memstack.ingest.summarisers import Summariser
 from memstack.ml.embedders import Embedder
 from memstack.stores.redis.working_memory import WorkingMemory
 from memstack.stores.sql import erasure, ledger
+from memstack.stores.sql import identity as identities
 from memstack.stores.sql import summaries as summary_rows
 from memstack.stores.sql.db import guarded
 from memstack.stores.vectors.base import VectorRecord, VectorStore
@@ -65,9 +66,10 @@ class SessionSummaries:
                 return False
             last = messages[-1]
             done = await summary_rows.exists(s, session_id, last.msg_id)
+            speaker = (await identities.read(s, [user_id])).get(user_id)
         if done:
             return False
-        result = await self.summariser.summarise(messages)
+        result = await self.summariser.summarise(messages, speaker=speaker)
         content = result.model_dump(mode="json")
         record = summary_record(
             user_id, session_id, last.msg_id, last.created_at, content, self.embedder.model_version

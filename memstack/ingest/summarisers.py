@@ -27,6 +27,7 @@ from memstack.core.facts.vocabulary import (
     parse_number,
     same_value,
 )
+from memstack.core.identity import UserIdentity
 from memstack.core.messages import Message
 from memstack.ingest.extraction.llm import ChatJSON, LLMStats, RawFact, json_payload, to_facts
 from memstack.ingest.extraction.rules import (
@@ -54,8 +55,21 @@ class Summariser(Protocol):
     name: str
 
     async def summarise(
-        self, messages: Sequence[Message], *, known: Mapping[str, Any] | None = None
-    ) -> SessionSummary: ...
+        self,
+        messages: Sequence[Message],
+        *,
+        known: Mapping[str, Any] | None = None,
+        speaker: UserIdentity | None = None,
+    ) -> SessionSummary:
+        """``speaker``: whose words are the user's (another participant's statements
+        are never the user's facts); None: every unnamed user message."""
+        ...
+
+
+def own_words(messages: Sequence[Message], speaker: UserIdentity | None) -> list[str]:
+    """The texts of the messages that are the user's own words."""
+    who = speaker or UserIdentity("")
+    return [m.content for m in messages if who.speaks(m.role, m.name)]
 
 
 # --- topics ---------------------------------------------------------------------------------
@@ -145,14 +159,23 @@ class ExtractiveSummariser:
         self.max_chars = max_chars
 
     async def summarise(
-        self, messages: Sequence[Message], *, known: Mapping[str, Any] | None = None
+        self,
+        messages: Sequence[Message],
+        *,
+        known: Mapping[str, Any] | None = None,
+        speaker: UserIdentity | None = None,
     ) -> SessionSummary:
-        return self.summarise_sync(messages, known=known)
+        return self.summarise_sync(messages, known=known, speaker=speaker)
 
     def summarise_sync(
-        self, messages: Sequence[Message], *, known: Mapping[str, Any] | None = None
+        self,
+        messages: Sequence[Message],
+        *,
+        known: Mapping[str, Any] | None = None,
+        speaker: UserIdentity | None = None,
     ) -> SessionSummary:
-        user = [m.content for m in messages if m.role == "user"]
+        # It quotes the user: another participant's sentences would read as the user's.
+        user = own_words(messages, speaker)
         locale = text_locale(" ".join(user))
         facts = self.current_facts(user, known)
         return SessionSummary(
@@ -340,10 +363,15 @@ class LLMSummariser:
         return self.chat.stats
 
     async def summarise(
-        self, messages: Sequence[Message], *, known: Mapping[str, Any] | None = None
+        self,
+        messages: Sequence[Message],
+        *,
+        known: Mapping[str, Any] | None = None,
+        speaker: UserIdentity | None = None,
     ) -> SessionSummary:
         known_n = normalise_known(known)
-        user_text = "\n".join(m.content for m in messages if m.role == "user")
+        users = own_words(messages, speaker)
+        user_text = "\n".join(users)
         request = json.dumps(
             {
                 "known_facts": known_n,
@@ -365,10 +393,9 @@ class LLMSummariser:
         except ExtractionError as exc:
             self.stats.fallbacks += 1
             log.warning("LLM summary failed, using the extractive one: %s", exc)
-            return await self.fallback.summarise(messages, known=known)
+            return await self.fallback.summarise(messages, known=known, speaker=speaker)
         # Rules are precise where they fire: a key the model dropped comes back from them.
         have = {f.key for f in facts}
-        users = [m.content for m in messages if m.role == "user"]
         facts += [f for f in self.fallback.current_facts(users, known) if f.key not in have]
         topic = payload.topic.strip() or classify_topic(user_text, facts, text_locale(user_text))
         return SessionSummary(
