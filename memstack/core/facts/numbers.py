@@ -173,6 +173,9 @@ def _spelled_value(words: str) -> float | None:
     return value or None
 
 
+_HALF_A = re.compile(r"(?i:\bhalf\s+an?\s+(grand|thousand|k|million)\b)")
+
+
 def spelled_out(text: str) -> str:
     """``text`` with amounts written in English words in digits: "twelve hundred bucks" →
     "1200 bucks", "two grand" → "2000", "twenty-five hundred" → "2500"."""
@@ -181,4 +184,5 @@ def spelled_out(text: str) -> str:
         value = _spelled_value(m.group())
         return m.group() if value is None else str(tidy_number(value))
 
+    text = _HALF_A.sub(lambda m: str(tidy_number(_SCALES[m.group(1).casefold()] / 2)), text)
     return _SPELLED_MONEY.sub(digits, _SPELLED.sub(digits, text))

@@ -81,6 +81,7 @@ __all__ = [
 
 _RULES = (
     *zh.RULES,
+    *zh_personal.BEFORE_GOALS,
     *zh_goals.RULES,
     *zh_personal.RULES,
     *en.RULES,
@@ -274,7 +275,7 @@ def _with_named(facts: list[Fact], key: str, named: list[str]) -> list[Fact]:
     new = [n for n in named if n.split(": ")[1].casefold() not in have]
     out: list[str] = []
     for item in items:
-        kind = [n for n in new if animal_head(n) == animal_head(item)]
+        kind = [n for n in new if _same_kind(animal_head(n), animal_head(item))]
         if ": " not in item and kind:
             out += [n for n in kind if n not in out]
         else:
@@ -288,6 +289,11 @@ def _with_named(facts: list[Fact], key: str, named: list[str]) -> list[Fact]:
         source="user_stated",
     )
     return [f for f in facts if f.key != key] + [fact]
+
+
+def _same_kind(a: str, b: str) -> bool:
+    """ "rescue greyhound" and "greyhound", "小黑猫" and "猫": one names the other's kind."""
+    return bool(a and b) and (a.endswith(b) or b.endswith(a))
 
 
 def _overlaps(said: Any, known: Any) -> bool:

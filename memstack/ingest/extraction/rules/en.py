@@ -238,8 +238,9 @@ RULES: tuple[Rule, ...] = (
     rule(
         "dislikes",
         # (not "… either", which echoes a statement before it and is read only after one)
-        r"^(?!.*\beither\W*$)(?i:(?:really\s+|honestly\s+)?(?:can't stand|cannot stand|hate|dislike"
-        r"|not a fan of))\s+",
+        r"(?:^|(?<=,\s))(?![^,.;!?]*\beither\W*(?:[,.;!?]|$))"
+        r"(?i:(?:really\s+|honestly\s+)?(?:can't stand|cannot stand"
+        r"|hate|dislike|not a fan of))\s+",
         statements_only=True,
     ),
     # The bare fragments of a self-introduction: "Ben here, 34, love hiking, hate coriander".
@@ -261,6 +262,14 @@ RULES: tuple[Rule, ...] = (
         r"|\bmy\s+(?:top\s+|main\s+|biggest\s+)?priorit(?:y|ies)\s+(?:is|are)\s+"
         r"|\bI(?:'m|\s+am)\s+(?:mostly\s+|mainly\s+)?(?:focused|concerned)\s+(?:on|about|with)\s+"
         r"|\bmost\s+important(?:ly)?(?:\s+to\s+me)?(?:\s+(?:is|are)|:)?\s+)",
+    ),
+    # "the main focus for our reno is X", "my focus this year is X", "I want to focus on X"
+    rule(
+        "focus",
+        r"(?i:\b(?:my|our|the)\s+(?:main\s+|top\s+|biggest\s+)?focus(?:\s+[\w-]+){0,4}?\s+(?:is|are)\s+"
+        r"|\bI\s+(?:\w+\s+){0,2}?(?:want\s+to\s+|wanna\s+|'d\s+like\s+to\s+)?focus(?:ing)?\s+on\s+)",
+        statements_only=True,
+        claims=False,
     ),
     rule(
         "focus",

@@ -198,7 +198,9 @@ RULES: tuple[Rule, ...] = (
         r"|(?:^|(?<=,\s))born\s+(?:on\s+)?(?:the\s+)?"
         # a self-introduction's list item: "…, bday's 05-06"
         r"|(?:^|(?<=,\s))(?:birthday|bday|b-day)(?:'s|\s+is)?\s+(?:on\s+)?(?:the\s+)?)"
-        rf"(?P<v>{_DATE})",
+        rf"(?P<v>{_DATE})"
+        # "the 29th of Feb is my birthday"
+        rf"|(?i:\b(?:the\s+)?)(?P<v2>{_DATE})\s+(?i:is\s+my\s+(?:birthday|bday|b-day))\b",
         0.9,
         statements_only=True,
     ),

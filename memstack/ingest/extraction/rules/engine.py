@@ -121,6 +121,8 @@ def cut(rest: str) -> str:
             or _VERBISH.search(part)
             # a list item never speaks of the user: "…, anyway I'm vegetarian" is a new statement
             or _FIRST_PERSON.search(part)
+            # nor opens with a verb in the past: "…, tried one, hated it"
+            or re.match(r"(?i)[a-z]+ed\b", words[0])
         ):
             break
         kept.append(part)
@@ -222,6 +224,10 @@ def _tidy(value: str, key: str) -> str | None:
     v = re.sub(r"[\"“”「」『』‘’]|(?<![A-Za-z])'|'(?![A-Za-z])", "", v).strip()
     if key in _LIST_KEYS:
         v = _VAGUE_TAIL.sub("", v).strip()
+        # "the look of stainless steel": the thing, not its look
+        v = re.sub(
+            r"^(?i:the\s+(?:look|smell|taste|sound|feel|texture|idea|thought)\s+of\s+)", "", v
+        )
         # "stuff from tiktok shop", "商场啥的": the source named, not a pointer to it
         v = re.sub(r"^(?i:(?:stuff|things|anything|products|items)\s+(?:from|by|at|on)\s+)", "", v)
         v = re.sub(r"(?:啥的|啥|什么的|之类的?|等等)$", "", v).strip()

@@ -97,13 +97,15 @@ LOOSEN = re.compile(
 _YEAR_BEFORE = re.compile(r"(?i:\b(?:in|since|from|by|until|before|after|of)\s+|[在于从到]\s*)$")
 _BUDGET_CUE = re.compile(
     r"预算|价位|以内|之内|以下|(?:不|别|不要|不能|不想)超过|上限|最多|顶多|最高|可以到|能到"
-    r"|接受|控制在|左右|出头|加到|放宽到|预留|封顶|就行|就够|就好|定在|只有|只剩"
+    r"|接受|控制在|左右|上下|出头|加到|放宽到|预留|封顶|就行|就够|就好|定在|只有|只剩"
     r"|(?i:\bbud(?:get|eget|egt|jet|gt|gte)|\bafford|\bspend"
     r"|(?<!went )(?<!goes )(?<!gone )(?<!rose )\bup to\b|\bat most\b|\bmax(?:imum)?\b"
     r"|\bno more than\b|\bnot more than\b|\bunder\b|\bbelow\b|\bwithin\b|\bless than\b"
     r"|\bprice (?:range|limit|cap)"
     r"|\bmax price|\blimit\b|\bcap\b|\baround\b|\broughly\b|\bstretch\b|\bgo to\b|\btops\b"
     r"|\bnothing (?:over|above|more than)\b|\bkeep it\b|\blet's (?:say|do|go with)\b|\bsettle on\b"
+    r"|\b(?:won't|will not|not|never|don't|can't|cannot)\s+"
+    r"(?:go|going|spend|spending|pay|paying)\s+(?:over|above|past|beyond|more than)\b"
     r"|\bonly (?:have|got)\b|\bceiling\b|\bat the (?:very |absolute )?most\b"
     # "not a penny more", "and not a cent over": the sum is the cap, whatever the coin
     r"|\bnot (?:a|one) \w+ (?:more|over)\b)"
@@ -125,7 +127,7 @@ _JOIN = re.compile(
 )
 _CHANGE_VERB = re.compile(r"改|调|提高|涨|降|(?i:\bchang|\braise|\bincreas|\bbump|\blower|\bmov)")
 # Colons stay inside a clause: "预算：5000" is one statement.
-_CLAUSE = re.compile(r"[，；;]|,(?!\d{3}\b)|\s+but\s+")
+_CLAUSE = re.compile(r"[，；;]|,(?!\d{3}(?!\d))|\s+but\s+")
 # "5000-8000", "£25-£40": a range; "i7-13700" is a model number (a letter before the first number).
 _DASH_RANGE = re.compile(r"(?<![A-Za-z\d.\-_#])(\d[\d,.]*[kKw万千]?)\s*[-–~～]\s*(?=[$€£¥₹]?\d)")
 # Currency words that name money wherever they stand: 刀 (knife), 欧 (北欧) and 块 (piece)

@@ -12,7 +12,9 @@ a naming word, a possessive apposition or a list of names after it, and returns 
 
 from __future__ import annotations
 
+import bisect
 import re
+from functools import lru_cache
 
 from memstack.ingest.extraction.rules.lexicon import (
     ANIMAL_HEADS_ZH,
@@ -24,6 +26,9 @@ from memstack.ingest.extraction.rules.lexicon import (
 from memstack.ingest.extraction.rules.sentences import clause_starts, other_subject
 
 _NAME_EN = r"[A-Z][a-z]+(?:[-'][A-Za-z]+)?"
+# "Luna and Blitz", "Mia, Leo and Sam"; not "Oskar, Otto is the neighbour's": a list of
+# names ends with "and".
+_NAMES_EN = rf"{_NAME_EN}(?:(?:,\s*{_NAME_EN})*\s+and\s+{_NAME_EN})?"
 _NAME_ZH = r"(?:[\u4e00-\u9fff]{1,4}?|[A-Z][A-Za-z]+)"
 _ANIMAL_ZH = rf"(?:[\u4e00-\u9fff]{{0,2}}?(?:{ANIMAL_HEADS_ZH})|(?:{BREEDS_ZH}))"
 _ANIMAL = rf"(?:(?i:{ANIMALS_EN}))"
@@ -32,12 +37,12 @@ _OWNED_EN = re.compile(
     r"(?i:\b(?:my|our)\b|\bI(?:'ve|\s+have)?\s+(?:also\s+)?(?:got|have|own|adopted|rescued)\b"
     r"|\bwe(?:'ve|\s+have)?\s+(?:also\s+)?(?:got|have|own|adopted|rescued)\b|\bthe\s+other\b)"
 )
-_OWNED_ZH = re.compile(r"我|家里|我家|咱家|养|捡|领养|收养|抱了|接回")
 _EN = (
     # "my golden retriever Biscuit", "the other cat, Tofu", "my cat is called Mochi"
     re.compile(
-        rf"(?i:\b(?:my|our|the\s+other)\s+)(?:[\w-]+\s+){{0,2}}?(?P<animal>{_ANIMAL})s?"
-        rf"(?:,\s*|\s+(?:is\s+)?(?:named|called)\s+|\s+)(?P<name>{_NAME_EN})\b"
+        rf"(?i:\b(?:my|our|the\s+other)\s+)(?P<animal>(?:[\w-]+\s+){{0,2}}?{_ANIMAL})s?"
+        rf"(?:,?\s+(?:(?:she|he|it)(?:'s|s|\s+is)\s+)?(?:named|called)\s+|,\s*|\s+(?:is\s+)?"
+        rf"(?:named|called)\s+|\s+)(?P<name>{_NAME_EN})\b"
     ),
     # "Biscuit, my golden retriever", "Rex (my beagle)", "Rex is my beagle"
     re.compile(
@@ -46,20 +51,23 @@ _EN = (
     ),
     # "two rescue greyhounds, Luna and Blitz", "a tabby named Oreo"
     re.compile(
-        rf"(?i:\b(?:a|an|one|two|three|\d)\s+)(?:[\w-]+\s+){{0,2}}?(?P<animal>{_ANIMAL})s?"
-        rf"(?:,\s*|\s+(?:named|called)\s+)(?P<names>{_NAME_EN}(?:(?:,\s*|\s+and\s+){_NAME_EN})*)\b"
+        rf"(?i:\b(?:a|an|one|two|three|\d)\s+)(?P<animal>(?:[\w-]+\s+){{0,2}}?{_ANIMAL})s?"
+        rf"(?:,\s*|\s+(?:named|called)\s+)(?P<names>{_NAMES_EN})\b"
     ),
 )
-_ZH = (
-    # "一只暹罗叫Mocha", "捡了只小黑猫，取名芝麻", "狗子叫旺财"
-    re.compile(
-        rf"(?P<animal>{_ANIMAL_ZH})(?:子)?[，,]?\s*(?:名字)?(?:叫|名叫|叫做|取名(?:叫)?|起名(?:叫)?"
-        rf"|名字是)\s*(?P<name>{_NAME_ZH})(?=$|[，,。！!？?；;、\s]|了|吧|呢|啊|哈|，)"
-    ),
-    # "布丁是只英短", "可乐是我家的柯基"
-    re.compile(
-        rf"(?:^|(?<=[，,。\s]))(?P<name>{_NAME_ZH})是(?:一)?(?:只|条|我家的?|我的)(?P<animal>{_ANIMAL_ZH})"
-    ),
+_NAMING_ZH = r"(?:名字)?(?:叫|名叫|叫做|取名(?:叫)?|起名(?:叫)?|名字是)"
+_NAME_END_ZH = (
+    r"(?=$|[，,。！!？?；;、\s\U0001F300-\U0001FAFF\u2600-\u27BF]|了|吧|呢|啊|哈|一只|一条)"
+)
+# An animal and its name ("一只暹罗叫Mocha", "捡了只小黑猫，取名芝麻", "狗子叫旺财"), or a
+# name for the animal just mentioned ("两只巴西龟，一只叫大宝一只叫二宝", "…金毛，它叫可乐").
+_ZH_MENTION = re.compile(
+    rf"(?P<animal>{_ANIMAL_ZH})(?:子)?(?:[，,]?\s*{_NAMING_ZH}\s*(?P<name>{_NAME_ZH}){_NAME_END_ZH})?"
+    rf"|(?:一只|一条|另一只|另一条|它|牠)\s*{_NAMING_ZH}\s*(?P<name2>{_NAME_ZH}){_NAME_END_ZH}"
+)
+# "布丁是只英短", "可乐是我家的柯基"
+_ZH_IS = re.compile(
+    rf"(?:^|(?<=[，,。\s]))(?P<name>{_NAME_ZH})是(?:一)?(?:只|条|我家的?|我的)(?P<animal>{_ANIMAL_ZH})"
 )
 
 
@@ -71,9 +79,7 @@ _FAMILY_EN = (
         rf"(?P<name>{_NAME_EN})\b"
     ),
     # "a daughter, Hana", "two kids, Mia and Leo"
-    re.compile(
-        rf"(?i:\b(?:a|an|one|two|three)\s+)(?P<rel>{_KIN}),\s*(?P<names>{_NAME_EN}(?:(?:,\s*|\s+and\s+){_NAME_EN})*)\b"
-    ),
+    re.compile(rf"(?i:\b(?:a|an|one|two|three)\s+)(?P<rel>{_KIN}),\s*(?P<names>{_NAMES_EN})\b"),
     # "Anna, my wife"
     re.compile(rf"\b(?P<name>{_NAME_EN}),\s+(?i:my|our)\s+(?P<rel>{_KIN})\b"),
 )
@@ -120,12 +126,21 @@ def named_pets(sentence: str) -> list[str]:
     """``"<animal>: <name>"`` for each named animal the user owns in ``sentence``."""
     items: list[str] = []
     if re.search(r"[\u4e00-\u9fff]", sentence):
-        if _OWNED_ZH.search(sentence) is None:
-            return []
-        for pattern in _ZH:
-            for m in pattern.finditer(sentence):
-                if not _someone_else(sentence, m.start()):
-                    items.append(f"{_bare(m.group('animal'))}: {m.group('name')}")
+        # Chat leaves the owner out ("狗狗叫团子"): any animal whose clause is about
+        # nobody else is the user's.
+        last: str | None = None
+        for m in _ZH_MENTION.finditer(sentence):
+            if m.group("animal"):
+                last = _bare(m.group("animal"))
+            animal = _bare(m.group("animal")) if m.group("animal") else last
+            name = m.group("name") or m.group("name2")
+            # "它叫可乐" names the animal just mentioned, not someone else's
+            pointed = m.group().startswith(("它", "牠"))
+            if animal and name and (pointed or not _someone_else(sentence, m.start())):
+                items.append(f"{animal}: {name}")
+        for m in _ZH_IS.finditer(sentence):
+            if not _someone_else(sentence, m.start()):
+                items.append(f"{_bare(m.group('animal'))}: {m.group('name')}")
         return _unique(items)
     if _OWNED_EN.search(sentence) is None:
         return []
@@ -142,8 +157,14 @@ def named_pets(sentence: str) -> list[str]:
 def _someone_else(sentence: str, at: int) -> bool:
     """Whether the clause holding position ``at`` opens with someone else as subject
     ("my friend has a dog named Rex", "我朋友家的猫叫咪咪")."""
-    start = max(s for s in clause_starts(sentence) if s <= at)
+    starts = _starts(sentence)
+    start = starts[bisect.bisect_right(starts, at) - 1]
     return other_subject(sentence[start : at + 1])
+
+
+@lru_cache(maxsize=64)
+def _starts(sentence: str) -> list[int]:
+    return clause_starts(sentence)
 
 
 def _unique(items: list[str]) -> list[str]:

@@ -39,12 +39,14 @@ _STAY_AFTER_ZH = re.compile(
     r"|^(?:[，,。！!…~～\s]|$)"
 )
 _HOME_EN = re.compile(
-    r"(?i:\bI(?:'m|\s+am)\s+(?:currently\s+|now\s+|still\s+|actually\s+)?(?:in|stuck\s+in"
+    r"(?i:\b(?:I(?:'m|\s+am)|we(?:'re|\s+are))\s+(?:currently\s+|now\s+|still\s+|actually\s+)?(?:in|stuck\s+in"
     r"|based\s+out\s+of|located\s+in|settled\s+in)"
     r"|\b(?:live|living|based|settled|stuck|stationed|located|residing)\s+(?:in|out\s+of)"
     r"|\b(?:home|home\s+base)\s+(?:is|these\s+days\s+is)\s+(?:in\s+)?"
     r"|\b(?:been|lived|living)\s+in(?=\s+\S+(?:\s+\S+)?\s+for\s+(?:\w+\s+)?(?:years?|months)\b)"
-    r"|\bmoved\s+(?:back\s+|over\s+|up\s+|down\s+)?(?:to|into))"
+    r"|\bmoved\s+(?:back\s+|over\s+|up\s+|down\s+)?(?:to|into)"
+    r"|\b(?:bought|rent(?:ed)?|renting|own)\s+(?:a|an|our|my)\s+(?:\w+\s+)?(?:house|flat|apartment|condo"
+    r"|place|home)\s+in)"
     rf"\s+(?P<v>{PLACE})"
 )
 _NOT_A_PLACE_EN = re.compile(

@@ -17,16 +17,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from memstack.ingest.extraction.rules.lexicon import DIETS_EN
 from memstack.ingest.extraction.rules.sentences import MASK, clause_starts
 
 # The clause describes a state that has ended.
 _PAST = re.compile(
-    r"以前|之前|曾经|原来|原先|当年|那时候?|小时候|早年|过去(?!了)|本来|退休前|上一份|前东家|前公司"
+    # ("本来就喜欢" has always liked: not past)
+    r"以前|之前|曾经|原来|原先|当年|那时候?|小时候|早年|过去(?!了)|本来(?!就)|退休前|上一份|前东家|前公司"
     r"|(?i:\bused\s+to\b|\bformerly\b|\bpreviously\b|\bback\s+when\b|\bback\s+in\s+(?:the\s+day|\d{4})"
     r"|\bin\s+my\s+(?:past|previous|old)\s+life\b"
     # "I was a nurse", "well, WAS a line cook" ("it was a mess" is about something else)
     r"|(?<!\bit\s)(?<!\bthat\s)(?<!\bthis\s)(?<!\bhe\s)(?<!\bshe\s)(?<!\bwhich\s)(?<!\bwho\s)"
-    r"\bwas\s+an?\s+(?!\w+\s+(?:person|kid|fan)\b)"
+    r"\bwas\s+(?:an?\s+(?!\w+\s+(?:person|kid|fan)\b)|(?=" + DIETS_EN + r")\b)"
     r"|\bI\s+(?:worked|lived)\s+(?:as|in)\b[^,.;]*\b(?:for\s+\w+\s+years|until|before)\b"
     r"|\bmy\s+(?:old|former|previous)\s+(?:job|city|place|home)\b)"
 )
@@ -102,6 +104,7 @@ _TO_PRESENT = (
     (re.compile(r"(?i:\bused\s+to\s+be\b)"), "am"),
     (re.compile(r"(?i:\bused\s+to\s+)"), ""),
     (re.compile(r"(?i:(?:\bI\s+)?\bwas\s+(?=an?\b))"), "I'm "),
+    (re.compile(rf"(?i:(?:\bI\s+)?\bwas\s+(?=(?:{DIETS_EN})\b))"), "I'm "),
     (re.compile(r"(?i:\bI\s+worked\b)"), "I work"),
     (re.compile(r"(?i:\bI\s+lived\b)"), "I live"),
     (re.compile(r"(?i:\b(?:formerly|previously)\s+)"), ""),

@@ -225,9 +225,17 @@ _ASSIGNMENT = re.compile(r"(?<![\w$])[A-Za-z_][\w.\-\[\]]*\s*(?:==?|:=|=>)\s*[^\
 _KEY_LINE = r"[ \t]*[A-Za-z_][\w.\-]*[ \t]*[:=][ \t]*\S[^\n]*"
 _KEY_BLOCK = re.compile(rf"(?m)^(?:{_KEY_LINE}\n){{1,}}{_KEY_LINE}$|^\[[\w .-]+\][ \t]*$")
 # A quoted line (e-mail and chat quoting) and a forwarded message, to its end.
-_QUOTE_LINE = re.compile(r"(?m)^[ \t]*>[^\n]*$")
+_QUOTE_LINE = re.compile(
+    r"^[ \t]*>[^\n]*$"
+    # a chat transcript pasted in: "[Mum]: …", "Dad: …", "<Tom> …"
+    rf"|^[ \t]*(?:\[[^\]\n]{{1,30}}\]|<[^>\n]{{1,30}}>"
+    rf"|(?i:{KIN_EN}|{OTHERS_EN})|(?:{KIN_ZH}|{OTHERS_ZH}))"
+    r"[ \t]*[:：][^\n]*$",
+    re.MULTILINE,
+)
 _FORWARDED = re.compile(
-    r"(?i:-{2,}\s*forwarded message|\bfwd?\s*:|\bforwarding (?:this|you)\b)"
+    r"(?i:-{2,}\s*forwarded message|\bfwd?\s*:|\bforwarding (?:this|you)\b"
+    r"|\bforwarded\s+(?:from|message|text))"
     r"|【?转发】?[:：]|转自|以下是转发|(?m:^\s*(?:From|To|Subject|发件人|收件人|主题)\s*[:：])",
     re.MULTILINE,
 )
@@ -241,7 +249,16 @@ def mask_code(text: str) -> str:
         text = pattern.sub(MASK, text)
     forwarded = _FORWARDED.search(text)
     if forwarded is not None:
-        text = text[: forwarded.start()] + MASK
+        # To the end, or to a blank line; a header over transcript lines (masked above)
+        # hides only its own line, so what the user adds after them stays theirs.
+        rest = text[forwarded.start() :]
+        line_end = rest.find("\n")
+        after = rest[line_end + 1 :] if line_end >= 0 else ""
+        if after.startswith(MASK):
+            text = text[: forwarded.start()] + MASK + "\n" + after
+        else:
+            blank = rest.find("\n\n")
+            text = text[: forwarded.start()] + MASK + (rest[blank:] if blank >= 0 else "")
     return _ASSIGNMENT.sub(MASK, text)
 
 
@@ -329,6 +346,8 @@ _OTHER_SUBJECT = re.compile(
 )
 _CLAUSE_BREAK = re.compile(
     r"[，,；;:：]|\s+(?i:but|so|and then|because|while|whereas)\s+|(?<=[^\s])\s+-\s+"
+    # "my son has asthma and I'm allergic to cats": a new subject, a new clause
+    r"|\s+and\s+(?=(?:I|I'm|I've|I'd|my)\b)"
 )
 
 

@@ -50,6 +50,11 @@ _CUES: dict[str, re.Pattern[str]] = {
         r"|(?i:\b(?:eat|eats|eating|ate)\s+(?:meat|everything|anything)\b|\bback to meat\b)"
     ),
 }
+# "预算不变", "budget stays the same": the key is named to say it has not changed.
+_UNCHANGED = re.compile(
+    r"不变|照旧|不改|没变|还是那么多|(?i:\b(?:stays?|remains?)\s+the\s+same\b|\bunchanged\b"
+    r"|\bsame\s+budget\b)"
+)
 _MEAT_FREE = re.compile(r"素|斋|(?i:vegan|vegetarian|veggie|pesc[ae]tarian|plant)")
 # A change of plan that names a new trip or purchase the rules could not read ("改主意了，
 # 去…骑马", "changed my mind, heading to …"): the old goal is no longer the plan.
@@ -126,6 +131,7 @@ def stale_facts(text: str, known: Mapping[str, Any], found: Iterable[str]) -> li
             key in known
             and key not in said
             and cue.search(text)
+            and not _UNCHANGED.search(text)
             and (key != "diet" or _MEAT_FREE.search(str(known[key])))
             and key not in {f.key for f in out}
         ):

@@ -129,6 +129,22 @@ _DATE = (
 )
 
 
+# Read before the goals, which claim "想给女儿买个手表" whole: they share its words.
+BEFORE_GOALS: tuple[Rule, ...] = (
+    # "想给女儿买个手表", "带闺女去看病", "和老婆结婚十周年": the user does something for
+    # or with a relative.
+    rule(
+        "family",
+        r"(?:^|(?<=[，,。：:]))(?:想|打算|准备|要|今天|周末|明天|七夕|过年|生日|情人节|母亲节|父亲节)*"
+        r"(?:给|带|陪|帮|替)"
+        rf"(?P<rel>{KIN_ZH})(?!们)(?=买|挑|选|准备|送|订|找|去|看|过|报|办|做|上)"
+        rf"|(?:^|(?<=[，,。：:]))(?:我)?(?:和|跟)(?P<rel2>{KIN_ZH})(?!们)(?=结婚|一起|去|过|庆祝|约会|打算|准备)",
+        0.8,
+        value=lambda m, s: _family(m, s) if m.group("rel") else m.group("rel2"),
+        claims=False,
+    ),
+)
+
 RULES: tuple[Rule, ...] = (
     rule(
         "diet",
@@ -248,15 +264,6 @@ RULES: tuple[Rule, ...] = (
         any_subject=True,
         claims=False,  # "我和老公养了只猫": the same words say who keeps the pet
     ),
-    # "想给女儿买个手表", "带闺女去看病": the user does something for or with a relative.
-    rule(
-        "family",
-        r"(?:^|(?<=[，,。：:]))(?:想|打算|准备|要|今天|周末|明天|七夕|过年|生日|情人节|母亲节|父亲节)*"
-        r"(?:给|带|陪|帮|替)"
-        rf"(?P<rel>{KIN_ZH})(?!们)(?=买|挑|选|准备|送|订|找|去|看|过|报|办|做|上)",
-        0.8,
-        value=_family,
-    ),
     rule(
         "family",
         r"^(?P<rel>老公|老婆|媳妇|儿子|女儿|闺女)(?=今年|已经|刚|现在|也|还|在|是|都|最近|[\d一二三四五六七八九十两]+岁)",
@@ -268,7 +275,7 @@ RULES: tuple[Rule, ...] = (
         "family",
         # 我们 only with a son or daughter: "我们有两个孩子" may be a class or a team.
         r"我们(?:也|还)?有(?P<n3>一个|一|两个|俩|三个|两|三|个)?(?P<rel3>儿子|女儿|闺女)"
-        r"|(?:我|我家)(?:也|还)?(?:有|家有)(?P<n>一个|一|两个|俩|三个|两|三|个)?(?P<rel>孩子|儿子|女儿|哥哥|姐姐|弟弟|妹妹|娃)"
+        r"|(?:我|我家|家里)(?:也|还)?(?:有|家有)(?P<n>一个|一|两个|俩|三个|两|三|个)?(?P<rel>孩子|儿子|女儿|哥哥|姐姐|弟弟|妹妹|娃)"
         r"|我是(?P<n2>一个|两个|三个|俩)(?P<rel2>孩子|儿子|女儿)的(?:妈妈|爸爸|妈|爸|母亲|父亲)",
         0.85,
         value=_count_family,
