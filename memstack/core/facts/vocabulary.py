@@ -144,47 +144,82 @@ def _raw_form(raw: str) -> str:
 
 # --- money --------------------------------------------------------------------------
 
+# Spellings of each currency, "|"-separated (some are several words). Longer spellings
+# win ("singapore dollars" over "dollars"); a bare "$" is USD.
 _CURRENCY_SPELLINGS = {
-    "CNY": "人民币 块钱 元 块 rmb cny yuan ¥ ￥",
-    "USD": "美元 美金 刀 us$ usd dollars dollar bucks $",
-    "EUR": "欧元 欧 eur euros euro €",
-    "GBP": "英镑 镑 gbp pounds quid £",
-    "JPY": "日元 jpy yen",
-    "HKD": "港币 港元 hkd hk$",
-    "INR": "卢比 inr rupees rupee ₹",
-    "CAD": "加元 加币 cad c$ ca$",
-    "AUD": "澳元 澳币 aud a$ au$",
-    "SGD": "新加坡元 新币 sgd s$",
-    "KRW": "韩元 韩币 krw ₩",
-    "TWD": "新台币 台币 twd nt$",
-    "CHF": "瑞士法郎 chf",
-    "NZD": "新西兰元 nzd nz$",
-    "THB": "泰铢 thb baht",
-    "MYR": "马币 令吉 myr ringgit",
-    "RUB": "卢布 rub rubles roubles ₽",
-    "SEK": "瑞典克朗 sek",
-    "NOK": "挪威克朗 nok",
-    "DKK": "丹麦克朗 dkk",
-    "MXN": "墨西哥比索 mxn mex$",
-    "BRL": "巴西雷亚尔 雷亚尔 brl reais r$",
-    "ZAR": "南非兰特 兰特 zar rand",
-    "PHP": "菲律宾比索 ₱",
-    "VND": "越南盾 vnd ₫",
-    "IDR": "印尼盾 idr rupiah",
-    "TRY": "土耳其里拉 lira ₺",
-    "PLN": "波兰兹罗提 兹罗提 pln zł zloty złoty zlotys",
-    "KES": "肯尼亚先令 kes ksh",
-    "NGN": "奈拉 ngn naira ₦",
-    "GHS": "塞地 ghs cedis cedi ₵",
-    "CZK": "捷克克朗 czk kč",
-    "HUF": "福林 huf forint",
-    "ILS": "谢克尔 ils shekels ₪",
-    "AED": "迪拉姆 aed dirhams",
+    "CNY": "人民币|块钱|元|块|rmb|cny|yuan|kuai|¥|￥",
+    "USD": "美元|美金|刀|us$|usd|dollars|dollar|bucks|us dollars|$",
+    "EUR": "欧元|欧|eur|euros|euro|€",
+    "GBP": "英镑|镑|gbp|pounds|quid|£",
+    "JPY": "日元|jpy|yen|円",
+    "HKD": "港币|港元|hkd|hk$|hk dollars|hong kong dollars",
+    "MOP": "澳门元|澳门币|mop|mop$|patacas|pataca",
+    "INR": "卢比|inr|rupees|rupee|rs|₹",
+    "PKR": "pkr|pakistani rupees",
+    "LKR": "lkr|sri lankan rupees",
+    "NPR": "npr|nepali rupees|nepalese rupees",
+    "CAD": "加元|加币|cad|c$|ca$|canadian dollars",
+    "AUD": "澳元|澳币|aud|a$|au$|aussie dollars|australian dollars",
+    "NZD": "新西兰元|纽币|nzd|nz$|kiwi dollars|new zealand dollars",
+    "SGD": "新加坡元|新币|sgd|s$|sing dollars|singapore dollars",
+    "TWD": "新台币|台币|twd|nt$|taiwan dollars",
+    "NAD": "纳米比亚元|nad|n$|namibian dollars",
+    "KRW": "韩元|韩币|krw|won|₩",
+    "CHF": "瑞士法郎|瑞郎|chf|swiss francs",
+    "THB": "泰铢|thb|baht|฿",
+    "MYR": "马币|令吉|林吉特|myr|ringgit|rm",
+    "IDR": "印尼盾|idr|rupiah|rp",
+    "VND": "越南盾|vnd|₫",
+    "PHP": "菲律宾比索|php|philippine pesos|₱",
+    "MXN": "墨西哥比索|mxn|mex$|mexican pesos",
+    "COP": "哥伦比亚比索|cop|colombian pesos",
+    "ARS": "阿根廷比索|ars|argentine pesos",
+    "CLP": "智利比索|clp|chilean pesos",
+    "PEN": "索尔|秘鲁索尔|pen|soles|s/",
+    "BRL": "巴西雷亚尔|雷亚尔|brl|reais|r$",
+    "RUB": "卢布|rub|rubles|roubles|₽",
+    "UAH": "格里夫纳|uah|hryvnia|hryvnias|₴",
+    "KZT": "坚戈|kzt|tenge|₸",
+    "MNT": "图格里克|mnt|tugrik|tugriks|₮",
+    "GEL": "拉里|gel|lari|₾",
+    "TRY": "土耳其里拉|里拉|try|lira|liras|tl|₺",
+    "PLN": "波兰兹罗提|兹罗提|pln|zł|zloty|złoty|zlotys",
+    "RON": "罗马尼亚列伊|列伊|ron|lei",
+    "BGN": "保加利亚列弗|列弗|bgn|leva",
+    "CZK": "捷克克朗|czk|kč|czech crowns|koruna",
+    "HUF": "福林|huf|forint|forints|ft",
+    "SEK": "瑞典克朗|sek|swedish kronor|swedish krona",
+    "NOK": "挪威克朗|nok|norwegian kroner|norwegian krone",
+    "DKK": "丹麦克朗|dkk|danish kroner|danish krone",
+    "ISK": "冰岛克朗|isk|icelandic kronur",
+    "ZAR": "南非兰特|兰特|zar|rand",
+    "KES": "肯尼亚先令|kes|ksh|kenyan shillings",
+    "TZS": "坦桑尼亚先令|tzs|tanzanian shillings",
+    "UGX": "乌干达先令|ugx|ugandan shillings",
+    "NGN": "奈拉|ngn|naira|₦",
+    "GHS": "塞地|ghs|cedis|cedi|₵",
+    "EGP": "埃及镑|egp|egyptian pounds",
+    "MAD": "迪拉姆|mad|moroccan dirhams",
+    "AED": "阿联酋迪拉姆|aed|dirhams|dirham|dhs",
+    "SAR": "沙特里亚尔|sar|saudi riyals",
+    "QAR": "卡塔尔里亚尔|qar|qatari riyals",
+    "ILS": "谢克尔|ils|shekels|shekel|₪",
+    "JOD": "约旦第纳尔|jod|jordanian dinars",
+    "BDT": "塔卡|bdt|taka|৳",
+    "MMK": "缅元|mmk|kyat",
+    "KHR": "瑞尔|khr|riel",
+    "LAK": "基普|lak",
 }
+# Money words that name no one currency ("200 pesos" may be Mexican or Philippine): an
+# amount in one of them is no budget memstack can state.
+AMBIGUOUS_CURRENCY = (
+    "比索|克朗|法郎|第纳尔|里亚尔|先令|(?i:pesos?|kr|kronor|kroner|krona|krone|francs?|dinars?|riyals?|rials?"
+    "|shillings?)"
+)
 # Longest spellings first so "US$" wins over "$" and "块钱" over "块".
 CURRENCY_WORDS: tuple[tuple[str, str], ...] = tuple(
     sorted(
-        ((word, code) for code, words in _CURRENCY_SPELLINGS.items() for word in words.split()),
+        ((word, code) for code, words in _CURRENCY_SPELLINGS.items() for word in words.split("|")),
         key=lambda pair: -len(pair[0]),
     )
 )
@@ -209,7 +244,7 @@ def find_currency(text: str) -> str | None:
     for spelling, code in CURRENCY_WORDS:
         pattern = re.escape(spelling)
         if spelling.isascii() and spelling.isalpha():
-            pattern = rf"(?<![a-z]){pattern}(?![a-z])"
+            pattern = rf"(?<![a-z]){pattern}(?![a-z'’])"
         m = re.search(pattern, low)
         if m and (best is None or m.start() < best[0]):
             best = (m.start(), code)
@@ -270,10 +305,10 @@ def normalise_money(
 # --- lists, text, language ---------------------------------------------------------------
 
 _ITEM_SPLIT = re.compile(
-    r"\s*(?:、|，|,|；|;|/|以及|和|与|及|跟|\band\b|\bor\b|或者|或)\s*", re.IGNORECASE
+    r"\s*(?:、|，|,|；|;|/|以及|和|与|及|跟|\band\b|\bor\b|或者|或)\s*|\s+&\s+", re.IGNORECASE
 )
 _EDGE_JUNK = re.compile(
-    r"^(?:的是|是|的|那种|这种|一些|任何|any|the|some|more)\s+|^(?:的是|是|那种|这种|一些|任何)"
+    r"^(?:的是|是|的|那种|这种|一些|任何|any|the|some|more|to)\s+|^(?:的是|是|那种|这种|一些|任何)"
     r"|\s*(?:了|吧|啊|呀|哦|呢|哈|嘛|的啦|啦|please|anymore|any more|again|for me|to me)$",
     re.IGNORECASE,
 )

@@ -35,7 +35,9 @@ _CONTINUE = re.compile(
     r"|^(?:其次是|然后是|再就是|其次|然后)(?P<v2>[^，,。！？!?]{1,8})$"
     r"|^(?i:(?:and\s+)?then|followed by|after that|next|second)\s+(?P<v3>[\w-]+(?:\s+[\w-]+){0,2})$"
     # "别推荐牛皮的，人造革的也不要": the same refusal again, for one more item
-    r"|^(?P<v4>[^，,。！？!?我你他她]{1,8}?)(?:的)?也(?:不要|别|不行|不考虑)(?:了|吧)?$"
+    r"|^(?P<v4>[^，,。！？!?我你他她]{1,8}?)(?:的)?也(?:不要|别|不行|不考虑|别推了?)(?:了|吧)?$"
+    # "我喜欢游泳和跑步，还有瑜伽": one more item after a comma
+    r"|^(?:还有|另外还有|以及|外加|再加上)(?P<v5>[^，,。！？!?我你他她]{1,10}?)(?:的东西|的那种)?$"
 )
 _ELLIPSIS = re.compile(
     # "also no ghost tours", "and no zoos either": one more thing ruled out

@@ -222,6 +222,13 @@ RULES: tuple[Rule, ...] = (
         r"|\bI'd\s+(?:rather\s+have|prefer)\s+|\bI(?:'m|\s+am)\s+(?:really\s+|now\s+|mostly\s+|more\s+|big\s+"
         r"|much\s+more\s+|way\s+more\s+)*(?:into|a\s+(?:big\s+)?fan\s+of)\s+)",
     ),
+    # "my hobbies are rock climbing and trail running", "hobbies: chess, go"
+    rule(
+        "likes",
+        r"(?i:\bmy\s+(?:main\s+|favou?rite\s+)?(?:hobbies|hobby|pastimes?|passions?)\s+(?:are|is|include)\s+"
+        r"|^(?:hobbies|interests)\s*:\s*)",
+        statements_only=True,
+    ),
     # "comfy SUVs are what I like now": the thing first, then the liking.
     rule(
         "likes",

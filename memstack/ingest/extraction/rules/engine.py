@@ -230,7 +230,9 @@ def _tidy(value: str, key: str) -> str | None:
         )
         # "stuff from tiktok shop", "商场啥的": the source named, not a pointer to it
         v = re.sub(r"^(?i:(?:stuff|things|anything|products|items)\s+(?:from|by|at|on)\s+)", "", v)
-        v = re.sub(r"(?:啥的|啥|什么的|之类的?|等等)$", "", v).strip()
+        v = re.sub(r"(?:啥的|啥|什么的|之类的?|等等|的东西|的玩意儿?)$", "", v).strip()
+        if key == "allergies":  # "allergic to penicillin and to cats"
+            v = re.sub(r"^(?i:to|of)\s+", "", v)
         # "hate crowds too", "salsa dancing 💃": an adding word or an emoji closes the item
         v = re.sub(
             r"(?i:\s+(?:too|as well|also))$|\s*[\U0001F300-\U0001FAFF\u2600-\u27BF]+$", "", v

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import itertools
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from memstack.core.facts.fact import Fact
 from memstack.core.facts.vocabulary import (
+    AMBIGUOUS_CURRENCY,
     CURRENCY_WORDS,
     NUMBER_PATTERN,
     currency_code,
@@ -30,15 +32,19 @@ from memstack.ingest.extraction.rules.sentences import other_subject
 
 
 def _spellings(symbols: bool) -> str:
-    words = [w for w, _ in CURRENCY_WORDS if (w[-1] in "$¥￥€£₹") == symbols]
+    words = [w for w, _ in CURRENCY_WORDS if (unicodedata.category(w[-1]) == "Sc") == symbols]
     return "|".join(re.escape(w) for w in words)  # already longest first
 
 
+# Spelt currencies that stand before the amount ("RM2,500", "Rp 50.000", "KSh 800").
+_CODES_BEFORE = "|".join(
+    sorted({w for w, _ in CURRENCY_WORDS if re.fullmatch(r"[a-z]{2,3}", w)}, key=len, reverse=True)
+)
 _MONEY = re.compile(
     r"(?<![A-Za-z\d.\-_#])"
-    rf"(?P<pre>(?i:{_spellings(True)})|(?i:rmb|cny|usd|eur|gbp|hkd|jpy|inr)(?=\s*\d))?\s?"
+    rf"(?P<pre>(?i:{_spellings(True)})|(?i:{_CODES_BEFORE})(?=\s*\d))?\s?"
     rf"(?P<num>{NUMBER_PATTERN})"
-    rf"(?P<suf>\s*(?:(?i:{_spellings(False)})(?![A-Za-z])))?"
+    rf"(?P<suf>\s*(?:(?i:{_spellings(False)})(?![A-Za-z'’])))?"
 )
 # A number followed by one of these measures something other than money.
 _NOT_MONEY = re.compile(
@@ -73,6 +79,7 @@ _ASKS_ABOUT_AMOUNT = re.compile(
     r"|\bshould I\b|\bdo you think\b|\bat least\b|\bdo I need\b|\bwould I need\b|\bis that\b)"
 )
 _UNKNOWN_CODE = re.compile(r"\s*[A-Z]{3}\b")
+_AMBIGUOUS_AFTER = re.compile(rf"\s*(?:{AMBIGUOUS_CURRENCY})(?![A-Za-z])")
 _SHARED_UNIT = re.compile(
     r"\s*(?:到|至|-|–|~|～|(?i:to|and))\s*(?P<upper>\d+(?:\.\d+)?)\s*(?P<unit>[kKw千万]|(?i:thousand|grand))"
     r"(?![A-Za-z\d])"
@@ -136,7 +143,8 @@ _NAMED_CURRENCY = re.compile(
     "|".join(
         (re.escape(w) if not w.isascii() or not w.isalpha() else rf"\b{re.escape(w)}\b")
         for w, _ in CURRENCY_WORDS
-        if len(w) > 1 or not re.fullmatch(r"[\u4e00-\u9fff]", w)
+        # ("won" is a currency only right after an amount: "we won", "won't")
+        if (len(w) > 1 or not re.fullmatch(r"[\u4e00-\u9fff]", w)) and w != "won"
     ),
     re.IGNORECASE,
 )
@@ -174,8 +182,11 @@ def _amounts(clause: str) -> list[_Amount]:
         magnitude = bool(re.search(r"[十百千万亿kKw]|thousand|grand|million", num))
         if not marker and _NOT_MONEY.match(clause, m.end()):
             continue
-        if not marker and _UNKNOWN_CODE.match(clause, m.end()):
-            continue  # "2000 NOK" in a currency we cannot name: better no budget than USD
+        if not marker and (
+            _UNKNOWN_CODE.match(clause, m.end()) or _AMBIGUOUS_AFTER.match(clause, m.end())
+        ):
+            # "2000 XYZ", "200 pesos": a currency we cannot name, better no budget than USD
+            continue
         shared = _SHARED_UNIT.match(clause, m.end())
         if shared and "and" in shared.group().casefold():
             # "3 and 5k" is a range only as "between 3 and 5k".

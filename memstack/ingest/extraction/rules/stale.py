@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from memstack.core.facts.fact import Fact
+from memstack.core.facts.profile_values import item_matches
 from memstack.core.facts.vocabulary import LANGUAGES, VOCABULARY
 from memstack.ingest.extraction.rules.lexicon import OCCUPATION_EN
 from memstack.ingest.extraction.rules.money import LOOSEN
@@ -115,6 +116,7 @@ def stale_facts(text: str, known: Mapping[str, Any], found: Iterable[str]) -> li
     replanned = _PLAN_CHANGE.search(text) and _PLAN_CUE.search(text)
     if goal and (dropped or replanned) and "goal" not in said:
         out.append(_retraction("goal"))
+    out += _dropped_items(text, known, said)
     gone = _pets_gone(text, known.get("pets"))
     if gone and "pets" not in said:
         out.append(_retraction("pets").model_copy(update={"value": gone}))
@@ -161,6 +163,29 @@ _ONLY_PET_GONE = re.compile(
     r"|(?i:(?:passed\s+away|passed\s+on|died|ran\s+away|flew\s+away|went\s+missing|got\s+out"
     r"\s+and\s+never\s+came\s+back|crossed\s+the\s+rainbow\s+bridge|was\s+put\s+(?:down|to\s+sleep))\b)"
 )
+
+
+# An item struck off a list the user has: "scratch the running", "去掉跑步".
+_DROP_ITEM = re.compile(
+    r"(?i:\b(?:scratch|drop|forget|cross\s+off|take\s+off|remove|minus)\s+(?:the\s+)?"
+    r"(?P<v>[a-z][\w-]*(?:\s+[\w-]+){0,2}?)(?=\s*(?:[,.;!]|$|\s+(?:bit|part|one|thing|too)\b)))"
+    r"|(?:去掉|划掉|删掉|删了)(?P<v2>[\u4e00-\u9fff]{1,8}?)(?=$|[，,。！!]|吧|了)"
+)
+
+
+def _dropped_items(text: str, known: Mapping[str, Any], said: set[str]) -> list[Fact]:
+    out: list[Fact] = []
+    for m in _DROP_ITEM.finditer(text):
+        item = m.group("v") or m.group("v2")
+        for key, value in known.items():
+            spec = VOCABULARY.get(key)
+            if key in said or spec is None or spec.kind != "list" or not isinstance(value, list):
+                continue
+            if any(item_matches(str(v), item) for v in value):
+                out.append(
+                    _retraction(key).model_copy(update={"value": [item], "confidence": 0.75})
+                )
+    return out
 
 
 def _only_pet_gone(text: str) -> bool:
