@@ -310,6 +310,14 @@ async def test_the_document_states_every_id_rule_the_server_enforces(
             # A key set by hand: what check_fact_key takes, never "history".
             assert schema["pattern"] == FACT_KEY_PATTERN, where
             continue
+        if where.endswith(" candidate_id"):
+            # A candidate's row id: a positive 64-bit integer.
+            assert (schema["type"], schema["minimum"], schema["maximum"]) == (
+                "integer",
+                1,
+                2**63 - 1,
+            ), where
+            continue
         assert schema["pattern"] == ID_PATTERN, where
         assert schema["minLength"] == 1, where
         assert schema["maxLength"] == (64 if where.endswith("namespace") else MAX_ID_LEN), where

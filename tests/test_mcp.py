@@ -38,6 +38,11 @@ TOOLS = {
     "delete_fact",
     "forget_session",
     "knowledge_search",
+    "candidates",
+    "confirm_candidate",
+    "reject_candidate",
+    "identity",
+    "set_identity",
 }
 
 

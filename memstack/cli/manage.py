@@ -1,5 +1,6 @@
 """Reading memory back and correcting it by hand: ``memstack users``, ``sessions``,
-``messages``, ``message get|delete``, ``search``, ``facts`` (and ``facts set|delete``),
+``messages``, ``message get|delete``, ``search``, ``facts`` (and ``facts set|delete``,
+``facts candidates|confirm|reject``), ``identity`` (and ``identity set``),
 ``forget-session`` and ``forget-user``."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typer.core import TyperGroup
 from memstack.cli.app import app, cli_settings, console, with_memory
 
 if TYPE_CHECKING:
-    from memstack import AsyncMemory, Message, StoredFact
+    from memstack import AsyncMemory, Message, StoredCandidate, StoredFact, UserIdentity
 
 UserArg = Annotated[str, typer.Argument(help="The user.", show_default=False)]
 SessionArg = Annotated[str, typer.Argument(help="A session of the user.", show_default=False)]
@@ -70,6 +71,8 @@ def _fact_table(title: str, facts: list[StoredFact], *, history: bool = False) -
         table.add_column(col, overflow="fold")
     for f in facts:
         source = f"{f.source} (message deleted)" if f.source_deleted else f.source
+        if f.candidate_id is not None:
+            source += f" (candidate {f.candidate_id})"
         row: list[str | Text] = [Text(f.key), Text(_value(f.value)), source]
         row.append(f"{f.confidence:.2f}")
         row.append(_when(f.valid_from))
@@ -181,7 +184,8 @@ def search(
 
 
 class _ShowByDefault(TyperGroup):
-    """``memstack facts USER`` shows the facts; ``facts set|delete …`` correct them."""
+    """A group whose ``show`` is the default: ``memstack facts USER`` shows the facts,
+    ``facts set|delete …`` correct them (and ``identity USER`` as ``facts``)."""
 
     # ctx is the Context of the click that typer vendors, which it does not export.
 
@@ -194,7 +198,8 @@ class _ShowByDefault(TyperGroup):
 facts_app = typer.Typer(
     cls=_ShowByDefault,
     help="The user's facts: `memstack facts USER` shows them, `set` and `delete` correct "
-    "them by hand (a user named like a command: `memstack facts show USER`).",
+    "them by hand, `candidates` lists those read with too little confidence, which "
+    "`confirm` and `reject` decide (a user named like a command: `memstack facts show USER`).",
     no_args_is_help=True,
 )
 app.add_typer(facts_app, name="facts")
@@ -242,6 +247,110 @@ def facts_delete(user_id: UserArg, key: KeyArg) -> None:
     """End the current value of KEY (kept in the history)."""
     fact = with_memory(cli_settings(), lambda mem: mem.delete_fact(user_id, key))
     console.print(_fact_table(f"ended fact of {user_id}", [fact], history=True))
+
+
+CandidateIdArg = Annotated[
+    int,
+    typer.Argument(help="A candidate's id, as `facts candidates` lists it.", show_default=False),
+]
+
+
+def _candidate_table(title: str, candidates: list[StoredCandidate]) -> Table:
+    table = Table(title=title)
+    columns = ("id", "key", "value", "confidence", "status", "said at", "decided at", "message")
+    for col in columns:
+        table.add_column(col, overflow="fold")
+    for c in candidates:
+        table.add_row(
+            str(c.id),
+            Text(c.key),
+            Text(_value(c.value)),
+            f"{c.confidence:.2f}",
+            c.status,
+            _when(c.said_at),
+            _when(c.decided_at),
+            Text(c.msg_id),
+        )
+    return table
+
+
+@facts_app.command("candidates")
+def facts_candidates(
+    user_id: UserArg,
+    status: Annotated[
+        str, typer.Option(help="pending, confirmed, rejected, superseded or all.")
+    ] = "pending",
+    as_of: Annotated[
+        str | None,
+        typer.Option("--as-of", help="Those pending then (ISO 8601 or epoch s)."),
+    ] = None,
+    key: Annotated[str | None, typer.Option(help="One fact key.")] = None,
+) -> None:
+    """Facts read with too little confidence to be the user's, newest first: they wait
+    here, never served, until confirmed or rejected."""
+    at = _moment(as_of)
+
+    async def work(mem: AsyncMemory) -> list[StoredCandidate]:
+        return await mem.candidates(user_id, status=status, as_of=at, key=key)
+
+    found = with_memory(cli_settings(), work)
+    title = f"{status} fact candidates of {user_id}" + (f" as of {as_of}" if as_of else "")
+    console.print(_candidate_table(title, found))
+
+
+@facts_app.command("confirm")
+def facts_confirm(user_id: UserArg, candidate_id: CandidateIdArg) -> None:
+    """Confirm a pending candidate: it becomes the user's current fact."""
+    fact = with_memory(cli_settings(), lambda mem: mem.confirm_candidate(user_id, candidate_id))
+    console.print(_fact_table(f"facts of {user_id}", [fact]))
+
+
+@facts_app.command("reject")
+def facts_reject(user_id: UserArg, candidate_id: CandidateIdArg) -> None:
+    """Reject a pending candidate: it is kept as rejected and never served."""
+    found = with_memory(cli_settings(), lambda mem: mem.reject_candidate(user_id, candidate_id))
+    console.print(_candidate_table(f"fact candidates of {user_id}", [found]))
+
+
+# --- the user's names ----------------------------------------------------------------------------
+
+identity_app = typer.Typer(
+    cls=_ShowByDefault,
+    help="The names the user speaks under when several people talk: `memstack identity "
+    "USER` shows them, `set` binds them (a user named like a command: `identity show USER`).",
+    no_args_is_help=True,
+)
+app.add_typer(identity_app, name="identity")
+
+
+def _print_identity(found: UserIdentity) -> None:
+    console.print(Text(f"user: {found.user_id}"))
+    console.print(Text(f"display name: {found.display_name or '(none)'}"))
+    console.print(Text(f"aliases: {', '.join(found.aliases) or '(none)'}"))
+
+
+@identity_app.command("show")
+def identity_show(user_id: UserArg) -> None:
+    """The user's display name and aliases."""
+    _print_identity(with_memory(cli_settings(), lambda mem: mem.identity(user_id)))
+
+
+@identity_app.command("set")
+def identity_set(
+    user_id: UserArg,
+    name: Annotated[str | None, typer.Option("--name", help="The display name.")] = None,
+    alias: Annotated[
+        list[str] | None, typer.Option("--alias", help="Another name (repeat for more).")
+    ] = None,
+) -> None:
+    """Bind the user's names, replacing those bound before (no option unbinds them all);
+    only the user's messages unnamed or under one of them feed the user's facts."""
+    aliases = alias or []
+
+    async def work(mem: AsyncMemory) -> UserIdentity:
+        return await mem.set_identity(user_id, display_name=name, aliases=aliases)
+
+    _print_identity(with_memory(cli_settings(), work))
 
 
 # --- erasure ---------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ how to read the answer (a :class:`~memstack.client._wire.Call`). Both clients se
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -20,8 +20,10 @@ from memstack import (
     SearchHit,
     SessionOverview,
     SessionState,
+    StoredCandidate,
     StoredFact,
     StoreStatus,
+    UserIdentity,
     UserOverview,
     WorkerReport,
 )
@@ -37,10 +39,14 @@ from memstack.client._wire import (
     user_path,
 )
 from memstack.core.errors import ValidationError
-from memstack.core.ids import DEFAULT_NAMESPACE, validate_msg_id
+from memstack.core.identity import check_identity
+from memstack.core.ids import DEFAULT_NAMESPACE, validate_id, validate_msg_id
 from memstack.core.time import Timestamp
 
 FACT_TIMES = ("valid_from", "valid_until")
+CANDIDATE_TIMES = ("said_at", "decided_at")
+# Row ids are 64-bit: the library refuses a larger candidate id, and so does the route.
+MAX_CANDIDATE_ID = 2**63 - 1
 DOCUMENT_TIMES = ("created_at", "updated_at")
 KB_DOCUMENTS = "/v1/knowledge/documents"
 # memstack.knowledge's Progress: (documents done, documents in total, its result).
@@ -231,6 +237,69 @@ def set_fact(user_id: str, key: str, value: Any) -> Call[StoredFact]:
 
 def delete_fact(user_id: str, key: str) -> Call[StoredFact]:
     return call("DELETE", _fact_path(user_id, key), _fact)
+
+
+def _candidate(d: Any) -> StoredCandidate:
+    return build(StoredCandidate, d, times=CANDIDATE_TIMES)
+
+
+def candidates(
+    user_id: str,
+    *,
+    status: str = "pending",
+    as_of: Timestamp | None = None,
+    key: str | None = None,
+) -> Call[list[StoredCandidate]]:
+    # None would be left out of the query and read as the default: refuse it, as the
+    # library does. Which names are statuses the server says.
+    if not isinstance(status, str):
+        raise ValidationError(f"status must be a string, got {status!r}")
+    params = {
+        "status": status,
+        "as_of": moment_text("as_of", as_of),
+        "key": None if key is None else validate_id("key", key),
+    }
+    path = user_path(user_id, "candidates")
+    return call("GET", path, lambda d: [_candidate(c) for c in d["candidates"]], params=params)
+
+
+def _candidate_path(user_id: str, candidate_id: int, decision: str) -> str:
+    if (
+        isinstance(candidate_id, bool)
+        or not isinstance(candidate_id, int)
+        or not 1 <= candidate_id <= MAX_CANDIDATE_ID
+    ):
+        raise ValidationError(
+            f"candidate_id must be a whole number from 1 to {MAX_CANDIDATE_ID}, "
+            f"got {candidate_id!r}"
+        )
+    return user_path(user_id, "candidates", str(candidate_id), decision)
+
+
+def confirm_candidate(user_id: str, candidate_id: int) -> Call[StoredFact]:
+    return call("POST", _candidate_path(user_id, candidate_id, "confirm"), _fact)
+
+
+def reject_candidate(user_id: str, candidate_id: int) -> Call[StoredCandidate]:
+    return call("POST", _candidate_path(user_id, candidate_id, "reject"), _candidate)
+
+
+def _identity(d: Any) -> UserIdentity:
+    return UserIdentity(d["user_id"], d["display_name"], tuple(d["aliases"]))
+
+
+def identity(user_id: str) -> Call[UserIdentity]:
+    return call("GET", user_path(user_id, "identity"), _identity)
+
+
+def set_identity(
+    user_id: str, *, display_name: str | None = None, aliases: Sequence[str] = ()
+) -> Call[UserIdentity]:
+    path = user_path(user_id, "identity")
+    # Checked here as the library checks it, so a bad name is the same exception.
+    wanted = check_identity(user_id, display_name, aliases)
+    body = {"display_name": wanted.display_name, "aliases": list(wanted.aliases)}
+    return call("PUT", path, _identity, body=body)
 
 
 def forget_user(user_id: str) -> Call[dict[str, int]]:

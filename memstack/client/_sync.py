@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import httpx
@@ -19,8 +19,10 @@ from memstack import (
     SearchHit,
     SessionOverview,
     SessionState,
+    StoredCandidate,
     StoredFact,
     StoreStatus,
+    UserIdentity,
     UserOverview,
     WorkerReport,
 )
@@ -193,6 +195,31 @@ class MemoryClient:
 
     def delete_fact(self, user_id: str, key: str) -> StoredFact:
         return self._send(_ops.delete_fact(user_id, key))
+
+    # --- fact candidates and the user's names ------------------------------------------------
+    def candidates(
+        self,
+        user_id: str,
+        *,
+        status: str = "pending",
+        as_of: Timestamp | None = None,
+        key: str | None = None,
+    ) -> list[StoredCandidate]:
+        return self._send(_ops.candidates(user_id, status=status, as_of=as_of, key=key))
+
+    def confirm_candidate(self, user_id: str, candidate_id: int) -> StoredFact:
+        return self._send(_ops.confirm_candidate(user_id, candidate_id))
+
+    def reject_candidate(self, user_id: str, candidate_id: int) -> StoredCandidate:
+        return self._send(_ops.reject_candidate(user_id, candidate_id))
+
+    def identity(self, user_id: str) -> UserIdentity:
+        return self._send(_ops.identity(user_id))
+
+    def set_identity(
+        self, user_id: str, *, display_name: str | None = None, aliases: Sequence[str] = ()
+    ) -> UserIdentity:
+        return self._send(_ops.set_identity(user_id, display_name=display_name, aliases=aliases))
 
     # --- the knowledge base ------------------------------------------------------------------
     def kb_add(

@@ -1,17 +1,18 @@
 """Wire models of the reading and correcting verbs that both network entry points
-answer with (the HTTP API's ``manage_routes`` and the MCP tools): search hits, and the
-limits of a search and of a fact set by hand."""
+answer with (the HTTP API's ``manage_routes`` and the MCP tools): search hits, the
+limits of a search and of a fact set by hand, fact candidates and the user's names."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
 from memstack import Message
+from memstack.core.identity import MAX_ALIASES
 from memstack.core.ids import MAX_MSG_ID_LEN, MSG_ID_PATTERN
-from memstack.server.schemas import PATTERN_MEANING, MessageOut, _json_integer
+from memstack.server.schemas import NAME_PATTERN, PATTERN_MEANING, MessageOut, _json_integer
 
 # memstack.verbs.reading.MAX_SEARCH: hits of one search.
 MAX_SEARCH = 100
@@ -79,3 +80,62 @@ class StoredMessageOut(MessageOut):
     @classmethod
     def of(cls, m: Message) -> StoredMessageOut:
         return cls(**MessageOut.of(m).model_dump(), session_id=m.session_id)
+
+
+# --- fact candidates and the user's names ------------------------------------------------------
+
+CandidateStatus = Literal["pending", "confirmed", "rejected", "superseded"]
+# What a listing asks for: one status, or every candidate.
+CandidateFilter = Literal["pending", "confirmed", "rejected", "superseded", "all"]
+# Row ids are 64-bit (memstack.verbs.candidates checks the same bound).
+MAX_CANDIDATE_ID = 2**63 - 1
+
+
+class CandidateOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    user_id: str
+    session_id: str
+    msg_id: str = Field(description="The message it was read from.")
+    key: str
+    value: JsonValue
+    type: str
+    confidence: float = Field(
+        description="The extractor's, below MEMSTACK_FACT_MIN_CONFIDENCE when it was read."
+    )
+    source: str
+    said_at: datetime
+    status: CandidateStatus = Field(
+        description="pending until decided; confirmed (fact_id is the fact it became), "
+        "rejected, or superseded (the user stated the key again after it)."
+    )
+    decided_at: datetime | None
+    fact_id: int | None
+
+
+class CandidatesOut(BaseModel):
+    candidates: list[CandidateOut] = Field(description="Newest first.")
+
+
+Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+
+
+class IdentityIn(BaseModel):
+    display_name: Name | None = Field(
+        default=None, description="The name the user speaks under; null for none."
+    )
+    aliases: list[Name] = Field(
+        default_factory=list,
+        max_length=MAX_ALIASES,
+        description="Other names of the user, each given once (compared ignoring case "
+        "and width, the display name included).",
+    )
+
+
+class IdentityOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    user_id: str
+    display_name: str | None
+    aliases: list[str]

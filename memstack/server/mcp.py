@@ -5,35 +5,41 @@ lifespan opens one :class:`~memstack.memory.AsyncMemory` and closes it at the en
 ``memstack mcp`` runs it over stdio. Tools answer with the HTTP API's models
 (:mod:`memstack.server.schemas`), so both entry points speak the same shapes.
 
-The tool functions live at module level: the SDK finds the ``Context`` parameter through
+The tool functions live at module level, here and in :mod:`memstack.server.mcp_review`
+(fact candidates, the user's names): the SDK finds the ``Context`` parameter through
 ``typing.get_type_hints``, which resolves names in module globals only. A tool nested in
 ``create_server`` would silently get ``ctx`` as a tool argument instead.
 """
 
 from __future__ import annotations
 
-import asyncio
 import inspect
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
 from memstack import AsyncMemory
-from memstack.core.errors import MemstackError
 from memstack.core.ids import DEFAULT_NAMESPACE, validate_id
 from memstack.core.settings import Locale, Settings, load_settings
+from memstack.server import mcp_review
 from memstack.server.manage_schemas import (
     FactValueArg,
     SearchHitOut,
     SearchHitsOut,
     SearchLimit,
     StoredMessageOut,
+)
+from memstack.server.mcp_base import (
+    Served,
+    SessionId,
+    ToolContext,
+    UserId,
+    as_tool_errors,
+    lifespan_of,
 )
 from memstack.server.schemas import (
     FactOut,
@@ -60,43 +66,11 @@ INSTRUCTIONS = (
     "erases one message; `search_memory` finds the stored "
     "messages that answer a question; `set_fact` and `delete_fact` correct a fact the user "
     "states or withdraws; `forget_session` erases one conversation, `forget_user` a user "
-    "everywhere; `knowledge_search` searches the document knowledge base."
+    "everywhere; `knowledge_search` searches the document knowledge base. Facts read "
+    "with too little confidence wait as `candidates` until the user confirms "
+    "(`confirm_candidate`) or rejects (`reject_candidate`) them; `identity` and "
+    "`set_identity` read and bind the names the user speaks under when several people talk."
 )
-
-
-@dataclass
-class Served:
-    """What the lifespan hands every tool call."""
-
-    memory: AsyncMemory
-    # Drain pending ingest jobs before a read, so a turn remembered a moment ago is
-    # already a fact. Needed on the embedded default, where no worker can see the queue.
-    inline_ingest: bool
-    drain_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-    async def catch_up(self) -> None:
-        if self.inline_ingest:
-            async with self.drain_lock:
-                await self.memory.drain()
-
-
-ToolContext = Context[Served, Any]
-UserId = Annotated[str, Field(description="Whose memory: a stable id of the end user.")]
-SessionId = Annotated[str, Field(description="The conversation; one user owns a session.")]
-
-
-@contextmanager
-def _as_tool_errors() -> Iterator[None]:
-    # A ToolError's text reaches the model (it can fix a bad id and retry); anything else
-    # the SDK hides behind a generic message and logs with its traceback.
-    try:
-        yield
-    except MemstackError as exc:
-        raise ToolError(f"{type(exc).__name__}: {exc}") from exc
-
-
-def _served(ctx: ToolContext) -> Served:
-    return ctx.request_context.lifespan_context
 
 
 # --- tools -----------------------------------------------------------------------------------
@@ -120,8 +94,8 @@ async def remember(
     ] = None,
 ) -> RememberOut:
     """Record one message of a conversation in memory; returns its stored id."""
-    with _as_tool_errors():
-        stored = await _served(ctx).memory.remember(
+    with as_tool_errors():
+        stored = await lifespan_of(ctx).memory.remember(
             user_id, session_id, role, content, msg_id=msg_id, name=name
         )
     return RememberOut(msg_id=stored)
@@ -139,8 +113,8 @@ async def recall_context(
 ) -> str:
     """What memory knows for this message, as prompt text: known facts, related history
     and recent dialogue, within a token budget."""
-    served = _served(ctx)
-    with _as_tool_errors():
+    served = lifespan_of(ctx)
+    with as_tool_errors():
         await served.catch_up()
         result = await served.memory.context(
             user_id, session_id, query, budget_tokens=budget_tokens, locale=locale
@@ -161,8 +135,8 @@ async def facts(
 ) -> FactsOut:
     """The user's current facts (budget, preferences, …), most confident first; with
     ``as_of``, what was current at that moment (values since changed or withdrawn)."""
-    served = _served(ctx)
-    with _as_tool_errors():
+    served = lifespan_of(ctx)
+    with as_tool_errors():
         await served.catch_up()
         found = await served.memory.facts(user_id, as_of=as_of)
     return FactsOut(facts=[FactOut.model_validate(f) for f in found])
@@ -170,8 +144,8 @@ async def facts(
 
 async def list_sessions(user_id: UserId, ctx: ToolContext) -> SessionsOut:
     """The user's sessions, oldest first, with message counts and first and last times."""
-    served = _served(ctx)
-    with _as_tool_errors():
+    served = lifespan_of(ctx)
+    with as_tool_errors():
         await served.catch_up()
         found = await served.memory.sessions(user_id)
     return SessionsOut(sessions=[SessionOut.model_validate(s) for s in found])
@@ -185,8 +159,8 @@ async def read_messages(
     offset: Annotated[int, Field(ge=0, description="Messages to skip.")] = 0,
 ) -> LedgerOut:
     """One page of a session's messages as stored, oldest first."""
-    served = _served(ctx)
-    with _as_tool_errors():
+    served = lifespan_of(ctx)
+    with as_tool_errors():
         await served.catch_up()
         found = await served.memory.messages(user_id, session_id, limit=limit, offset=offset)
     return LedgerOut.page(found, limit=limit, offset=offset)
@@ -199,8 +173,8 @@ async def list_users(
 ) -> UsersOut:
     """Users with stored messages, by id, with their session and message counts and the
     time of their last message. (Not offered by a server pinned to one user.)"""
-    served = _served(ctx)
-    with _as_tool_errors():
+    served = lifespan_of(ctx)
+    with as_tool_errors():
         await served.catch_up()
         found = await served.memory.users(limit=limit, offset=offset)
     return UsersOut(users=[UserOut.model_validate(u) for u in found])
@@ -212,8 +186,8 @@ async def get_message(
     ctx: ToolContext,
 ) -> StoredMessageOut:
     """One message of the user by its id, with its session."""
-    served = _served(ctx)
-    with _as_tool_errors():
+    served = lifespan_of(ctx)
+    with as_tool_errors():
         return StoredMessageOut.of(await served.memory.get_message(user_id, msg_id))
 
 
@@ -224,15 +198,15 @@ async def delete_message(
 ) -> ForgetOut:
     """Erase one message in every layer; the facts it stated stay, marked as from a
     deleted source. Cannot be undone."""
-    with _as_tool_errors():
-        deleted = await _served(ctx).memory.delete_message(user_id, msg_id)
+    with as_tool_errors():
+        deleted = await lifespan_of(ctx).memory.delete_message(user_id, msg_id)
     return ForgetOut(deleted=deleted)
 
 
 async def forget_user(user_id: UserId, ctx: ToolContext) -> ForgetOut:
     """Erase everything memory holds about the user, in every layer. Cannot be undone."""
-    with _as_tool_errors():
-        deleted = await _served(ctx).memory.forget_user(user_id)
+    with as_tool_errors():
+        deleted = await lifespan_of(ctx).memory.forget_user(user_id)
     return ForgetOut(deleted=deleted)
 
 
@@ -250,8 +224,8 @@ async def search_memory(
 ) -> SearchHitsOut:
     """The user's stored messages that best answer the query, best first, each with its
     session, time and score; ``since``/``until`` bound their times."""
-    served = _served(ctx)
-    with _as_tool_errors():
+    served = lifespan_of(ctx)
+    with as_tool_errors():
         await served.catch_up()
         hits = await served.memory.search(user_id, query, limit=limit, since=since, until=until)
     return SearchHitsOut(hits=[SearchHitOut.model_validate(h) for h in hits])
@@ -265,8 +239,8 @@ async def set_fact(
 ) -> FactOut:
     """Set a fact about the user by hand (the user said so): a different current value is
     superseded and kept in the history. Returns the current fact."""
-    served = _served(ctx)
-    with _as_tool_errors():
+    served = lifespan_of(ctx)
+    with as_tool_errors():
         await served.catch_up()
         fact = await served.memory.set_fact(user_id, key, value)
     return FactOut.model_validate(fact)
@@ -279,8 +253,8 @@ async def delete_fact(
 ) -> FactOut:
     """End the user's current value of a fact, with nothing in its place; it stays in the
     history. Fails if the fact has no current value."""
-    served = _served(ctx)
-    with _as_tool_errors():
+    served = lifespan_of(ctx)
+    with as_tool_errors():
         await served.catch_up()
         fact = await served.memory.delete_fact(user_id, key)
     return FactOut.model_validate(fact)
@@ -289,8 +263,8 @@ async def delete_fact(
 async def forget_session(user_id: UserId, session_id: SessionId, ctx: ToolContext) -> ForgetOut:
     """Erase one session of the user in every layer (its messages, window, state,
     summaries); the user's facts stay. Cannot be undone."""
-    with _as_tool_errors():
-        deleted = await _served(ctx).memory.forget_session(user_id, session_id)
+    with as_tool_errors():
+        deleted = await lifespan_of(ctx).memory.forget_session(user_id, session_id)
     return ForgetOut(deleted=deleted)
 
 
@@ -301,8 +275,8 @@ async def knowledge_search(
     namespace: Annotated[str, Field(description="Knowledge base (tenant).")] = DEFAULT_NAMESPACE,
 ) -> KBHitsOut:
     """Search the document knowledge base; hits carry their text and cosine score."""
-    with _as_tool_errors():
-        hits = await _served(ctx).memory.kb_search(query, top_k, namespace=namespace)
+    with as_tool_errors():
+        hits = await lifespan_of(ctx).memory.kb_search(query, top_k, namespace=namespace)
     return KBHitsOut(hits=[KBHitOut.model_validate(h) for h in hits])
 
 
@@ -327,6 +301,11 @@ TOOLS = (
     (delete_fact, ERASING),
     (forget_session, ERASING),
     (knowledge_search, READ_ONLY),
+    (mcp_review.candidates, READ_ONLY),
+    (mcp_review.confirm_candidate, ADDITIVE),
+    (mcp_review.reject_candidate, ADDITIVE),
+    (mcp_review.identity, READ_ONLY),
+    (mcp_review.set_identity, ADDITIVE),
 )
 
 # Tools that reach every user without naming one: never on a server pinned to one user.

@@ -301,6 +301,11 @@ class FactOut(_FromCore):
         description="The message it came from was deleted (a message or its session "
         "erased); the fact stays until it is changed or deleted by hand.",
     )
+    candidate_id: int | None = Field(
+        default=None,
+        description="The fact candidate whose confirmation made this value; null for one "
+        "extracted with confidence or set by hand.",
+    )
 
 
 class FactsOut(BaseModel):

@@ -131,7 +131,8 @@ def _problem(err: Mapping[str, Any]) -> str:
 
 
 ID_FIELDS = frozenset({"user_id", "session_id", "msg_id", "doc_id", "ref", "key", "namespace"})
-MESSAGE_FIELDS = frozenset({"role", "content", "name"})
+# A message's fields, and the author names a user is bound to (checked as a message's).
+MESSAGE_FIELDS = frozenset({"role", "content", "name", "display_name", "aliases"})
 SHAPE_ERRORS = frozenset(
     {"string_pattern_mismatch", "string_too_short", "string_too_long", "literal_error"}
 )
@@ -142,7 +143,8 @@ def _invalid_name(errors: list[Any]) -> str:
     InvalidContent when only a message's role, content or author, else ValidationError."""
     if not errors or any(e["type"] not in SHAPE_ERRORS for e in errors):
         return ValidationError.__name__
-    fields = {e["loc"][-1] for e in errors}
+    # The field itself, not the place in its list (body.aliases.0 is of aliases).
+    fields = {next((p for p in reversed(e["loc"]) if isinstance(p, str)), None) for e in errors}
     if fields <= ID_FIELDS:
         return InvalidId.__name__
     if fields <= MESSAGE_FIELDS:

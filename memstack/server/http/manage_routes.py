@@ -1,11 +1,12 @@
 """Routes that read one message back and correct memory by hand: a message by id and its
-deletion, a search of the user's history, facts set and deleted, a session erased."""
+deletion, a search of the user's history, facts set and deleted, a session erased, fact
+candidates listed, confirmed and rejected, the user's names read and bound."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Path
+from fastapi import Path, Query
 from pydantic import BaseModel, BeforeValidator, Field, JsonValue, WithJsonSchema
 from starlette.convertors import Convertor, register_url_convertor
 
@@ -13,6 +14,12 @@ from memstack.core.ids import MAX_MSG_ID_LEN, MSG_ID_PATTERN
 from memstack.server.http.params import SESSION, MemoryDep, Route, SessionId, UserId
 from memstack.server.manage_schemas import (
     FACT_KEY_PATTERN,
+    MAX_CANDIDATE_ID,
+    CandidateFilter,
+    CandidateOut,
+    CandidatesOut,
+    IdentityIn,
+    IdentityOut,
     SearchHitOut,
     SearchHitsOut,
     SearchLimit,
@@ -21,9 +28,12 @@ from memstack.server.manage_schemas import (
 )
 from memstack.server.schemas import (
     TEXT_PATTERN,
+    ErrorOut,
     FactOut,
     ForgetOut,
+    Id,
     Moment,
+    MomentText,
     NotBlank,
 )
 
@@ -45,6 +55,10 @@ FactKey = Annotated[
         description="A fact key; a synonym of the vocabulary's names its key (budget: "
         "budget_limit). Not `history`, which is the facts' history here (use the library).",
     ),
+]
+
+CandidateId = Annotated[
+    int, Path(ge=1, le=MAX_CANDIDATE_ID, description="A fact candidate, as listed.")
 ]
 
 
@@ -148,6 +162,58 @@ async def forget_session(user_id: UserId, session_id: SessionId, mem: MemoryDep)
     return ForgetOut(deleted=await mem.forget_session(user_id, session_id))
 
 
+async def candidates(
+    user_id: UserId,
+    mem: MemoryDep,
+    status: Annotated[
+        CandidateFilter,
+        Query(description="pending (default), confirmed, rejected, superseded, or all."),
+    ] = "pending",
+    as_of: Annotated[
+        MomentText | None,
+        Query(
+            description="Those pending at this moment (RFC 3339 with its offset), whatever "
+            "became of them since; only with status pending."
+        ),
+    ] = None,
+    key: Annotated[Id | None, Query(description="One fact key; default: all.")] = None,
+) -> CandidatesOut:
+    """The user's fact candidates, newest first: values extraction read with a confidence
+    below MEMSTACK_FACT_MIN_CONFIDENCE, never served as the user's until confirmed."""
+    found = await mem.candidates(user_id, status=status, as_of=as_of, key=key)
+    return CandidatesOut(candidates=[CandidateOut.model_validate(c) for c in found])
+
+
+async def confirm_candidate(user_id: UserId, candidate_id: CandidateId, mem: MemoryDep) -> FactOut:
+    """A pending candidate becomes the user's current fact now (confidence 1), superseding
+    the current value with its history kept. Answers the fact. 404 for a candidate the
+    user does not have, 409 for one already decided."""
+    return FactOut.model_validate(await mem.confirm_candidate(user_id, candidate_id))
+
+
+async def reject_candidate(
+    user_id: UserId, candidate_id: CandidateId, mem: MemoryDep
+) -> CandidateOut:
+    """A pending candidate is kept as rejected and never served. Answers the candidate;
+    404 and 409 as confirming."""
+    return CandidateOut.model_validate(await mem.reject_candidate(user_id, candidate_id))
+
+
+async def identity(user_id: UserId, mem: MemoryDep) -> IdentityOut:
+    """The names the user speaks under: only messages of role user that name no author,
+    or one of these names, feed the user's facts. 404 for a user with nothing stored."""
+    return IdentityOut.model_validate(await mem.identity(user_id))
+
+
+async def set_identity(user_id: UserId, body: IdentityIn, mem: MemoryDep) -> IdentityOut:
+    """Bind the user's names, replacing those bound before (an empty body unbinds them);
+    applies to messages ingested from now on. 404 for a user with nothing stored."""
+    bound = await mem.set_identity(user_id, display_name=body.display_name, aliases=body.aliases)
+    return IdentityOut.model_validate(bound)
+
+
+CANDIDATE = "/users/{user_id}/candidates/{candidate_id}"
+DECIDED: dict[str, Any] = {"responses": {409: {"model": ErrorOut}}}
 ROUTES: list[Route] = [
     ("GET", "/users/{user_id}/messages/{msg_id:path}", get_message, {}),
     ("DELETE", "/users/{user_id}/messages/{msg_id:path}", delete_message, {}),
@@ -155,4 +221,9 @@ ROUTES: list[Route] = [
     ("PUT", "/users/{user_id}/facts/{key:memstack_fact_key}", set_fact, {}),
     ("DELETE", "/users/{user_id}/facts/{key:memstack_fact_key}", delete_fact, {}),
     ("DELETE", SESSION, forget_session, {}),
+    ("GET", "/users/{user_id}/candidates", candidates, {}),
+    ("POST", f"{CANDIDATE}/confirm", confirm_candidate, DECIDED),
+    ("POST", f"{CANDIDATE}/reject", reject_candidate, DECIDED),
+    ("GET", "/users/{user_id}/identity", identity, {}),
+    ("PUT", "/users/{user_id}/identity", set_identity, {}),
 ]
