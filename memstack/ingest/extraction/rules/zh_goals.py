@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from memstack.ingest.extraction.rules.engine import SWITCHED_GOAL, WEAK_GOAL, Rule, rule
-from memstack.ingest.extraction.rules.zh_words import CLASSIFIER, LANG_ZH, place, tags
+from memstack.ingest.extraction.rules.zh_words import CLASSIFIER, LANG_ZH, as_thing, place, tags
 
 
 def _goal(m: re.Match[str], sentence: str) -> str | None:
@@ -20,6 +20,8 @@ def _goal(m: re.Match[str], sentence: str) -> str | None:
     )
     rest = re.sub(r"^一?下", "", rest)  # "帮我推荐一下": no object yet
     v = rest[: _goal_end(rest)]
+    if re.search(r"[\u4e00-\u9fff]", v):
+        v = as_thing(v) or ""  # "换台新的": "新" names no thing
     return v if 2 <= len(v) <= 10 or re.fullmatch(r"[A-Za-z]\w*", v) else None
 
 

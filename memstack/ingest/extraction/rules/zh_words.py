@@ -147,3 +147,21 @@ def proper_name(m: re.Match[str], sentence: str) -> str | None:
 
 # Anyone but the user who could be the subject a clause leaves out.
 PERSON = re.compile(rf"他|她|{KIN_ZH}|{OTHERS_ZH}|人家|有人|大家|别人")
+
+
+# Word classes that never name a thing on their own: adjectives, place and time words,
+# pronouns, numerals, measure words, particles ("新", "以后"). jieba's tags for short
+# product names are unreliable (相机 comes out an adverb), so only these decide.
+_NEVER_A_THING = re.compile(r"^(?:a|f|t|r|m|q|u|y|p|c)")
+
+
+def as_thing(value: str) -> str | None:
+    """``value`` as the name of a thing, or None when it names none: a verb after a noun
+    is cut ("宠物摄像头装" → "宠物摄像头"), and words of classes that name no thing alone
+    ("新", "以后") are none."""
+    words = list(tags(value))
+    if len(words) > 1 and words[-1][1].startswith("v") and words[-2][1].startswith("n"):
+        words.pop()
+    if all(_NEVER_A_THING.match(flag) for _, flag in words):
+        return None
+    return "".join(w for w, _ in words) or None
