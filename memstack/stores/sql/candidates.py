@@ -19,7 +19,8 @@ from sqlalchemy import delete, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memstack.core.facts.fact import Fact
-from memstack.stores.sql.fact_rows import decode_value, value_text
+from memstack.core.ids import by_hand_id
+from memstack.stores.sql.fact_rows import decode_value, fact_columns, stored_fact, value_text
 from memstack.stores.sql.facts import (
     Outcome,
     Source,
@@ -109,27 +110,38 @@ async def write_candidate(
     *,
     max_value_bytes: int,
 ) -> Outcome:
-    """Keep ``fact`` (said at ``at``) as a pending candidate of the user's: nothing
-    changes in the served facts. A value equal to the current one adds nothing
-    (``UNCHANGED``); one said before the current value arrived late and is moot at once
-    (stored ``superseded``); the key's older pending candidates are superseded by it."""
+    """Keep ``fact`` (said at ``at``) as a pending candidate of the user's. A value equal
+    to the current one adds nothing (``UNCHANGED``); one said before the current value
+    arrived late and is moot at once (stored ``superseded``); the key's older pending
+    candidates are superseded by it. A candidate that replaces the current value (another
+    text, an amount, a list it drops items of) puts that value in doubt: it ends, with the
+    candidate's message as what ended it, and :func:`reject` brings it back. One that
+    only adds to a list leaves the list as it is."""
     if fact.retracts or refused(fact, source.msg_id, max_value_bytes):
         return Outcome.REFUSED
     async with sessions.begin() as s:
         if not await hold(s, source, fact.key):
             return Outcome.FORGOTTEN
-        current = await current_row(s, source.user_id, fact.key)
-        if (
-            current is not None
-            and current.valid_from <= at
-            and same_as_stored(current.id, current.fact_value, fact.value)
+        if await s.scalar(
+            select(CandidateRow.id).where(
+                CandidateRow.msg_id == source.msg_id, CandidateRow.fact_key == fact.key
+            )
         ):
-            return Outcome.UNCHANGED
+            return Outcome.DUPLICATE  # a redelivery: nothing again
+        current = await current_row(s, source.user_id, fact.key)
+        if current is not None and current.valid_from <= at:
+            if same_as_stored(current.id, current.fact_value, fact.value):
+                return Outcome.UNCHANGED
+            if _replaces(current.id, current.fact_value, fact.value):
+                await s.execute(
+                    update(FactRow)
+                    .where(FactRow.id == current.id, FactRow.valid_until.is_(None))
+                    .values(valid_until=at, ended_by_msg_id=source.msg_id)
+                )
         late = current is not None and current.valid_from > at
         await settle_candidates(s, source.user_id, fact.key, at)
-        result = await s.execute(
-            dialect_insert(s, CandidateRow)
-            .values(
+        await s.execute(
+            dialect_insert(s, CandidateRow).values(
                 user_id=source.user_id,
                 session_id=source.session_id,
                 msg_id=source.msg_id,
@@ -142,9 +154,20 @@ async def write_candidate(
                 status=SUPERSEDED if late else PENDING,
                 decided_at=current.valid_from if late and current is not None else None,
             )
-            .on_conflict_do_nothing(index_elements=["msg_id", "fact_key"])
         )
-    return Outcome.CANDIDATE if getattr(result, "rowcount", 1) else Outcome.DUPLICATE
+    return Outcome.CANDIDATE
+
+
+def _replaces(fact_id: int, stored: object, value: Any) -> bool:
+    """Whether ``value`` replaces the stored value rather than adding to it: a list that
+    keeps every stored item only adds."""
+    old, withheld = decode_value(fact_id, stored)
+    if withheld:
+        return False
+    if isinstance(old, list) and isinstance(value, list):
+        kept = {str(v).casefold() for v in value}
+        return not all(str(o).casefold() in kept for o in old)
+    return True
 
 
 async def candidates(
@@ -210,7 +233,41 @@ async def confirm(s: AsyncSession, c: StoredCandidate, fact: Fact, now: datetime
 
 
 async def reject(s: AsyncSession, c: StoredCandidate, at: datetime) -> None:
-    """Record that pending candidate ``c`` is wrong; nothing else changes."""
+    """Record that pending candidate ``c`` is wrong. The value it put in doubt (ended by
+    its message) is current again, as a new row from ``at`` superseding the ended one, if
+    nothing has taken the key's place since; the caller holds the user's row."""
+    await lock_fact_key(s, c.user_id, c.key)
+    ended = (
+        await s.execute(
+            select(*fact_columns(FactRow, s.get_bind().dialect.name)).where(
+                FactRow.user_id == c.user_id,
+                FactRow.fact_key == c.key,
+                FactRow.ended_by_msg_id == c.msg_id,
+            )
+        )
+    ).first()
+    if ended is not None and await current_row(s, c.user_id, c.key) is None:
+        doubted = stored_fact(ended)
+        if not doubted.withheld:
+            await s.execute(
+                dialect_insert(s, FactRow).values(
+                    user_id=c.user_id,
+                    session_id="",  # restored by hand: no session says it
+                    msg_id=by_hand_id(),
+                    fact_type=doubted.type,
+                    fact_key=c.key,
+                    fact_value=doubted.value,
+                    confidence=doubted.confidence,
+                    source=doubted.source,
+                    valid_from=at,
+                    valid_until=None,
+                    created_at=at,
+                    supersedes_id=doubted.id,
+                    ended_by_msg_id=None,
+                    hit_count=0,
+                    candidate_id=None,
+                )
+            )
     await _decide(s, c.id, REJECTED, at)
 
 

@@ -92,14 +92,67 @@ def _strings(value: Any) -> list[str]:
     return [str(i).split(": ")[-1] for i in items if isinstance(i, str) and i.strip()]
 
 
-def _where(text: str, value: Any) -> int:
-    """Where the value's first written item stands in ``text`` (-1: not written)."""
+def _span(text: str, value: Any) -> tuple[int, int] | None:
+    """Where the value's written items stand in ``text``: from the first found to the end
+    of the last found (None: no item is written as such)."""
     folded = text.casefold()
-    for item in _strings(value):
-        at = folded.find(item.casefold())
-        if at >= 0:
-            return at
-    return -1
+    found = [(at, at + len(i)) for i in _strings(value) if (at := folded.find(i.casefold())) >= 0]
+    return (min(a for a, _ in found), max(b for _, b in found)) if found else None
+
+
+_ENDS = "，,。.!！?？;；\n"
+# More of a list after its last item read: "…和跑步，还有瑜伽", "…, and battle passes".
+_MORE_ITEMS = re.compile(
+    r"^[^。.!！?？\n]{0,6}?(?:、|和|跟|及|以及|还有|另外|(?i:\band\b|\bor\b|\bplus\b|&))"
+)
+_AMOUNT = re.compile(
+    r"\d[\d,.]*\s*[kKwW万千]?|[一二两三四五六七八九十][零一二两三四五六七八九十百千万]+"
+)
+_REPAIR_AFTER = re.compile(
+    r"不对|说错|打错|写错|口误|(?:啊|呃|哦)不|(?i:\bsorry\b|\bI\s+mean|\bno\s+wait|\bwait\s+no|\btypo\b|\bactually\b)"
+)
+_KIND_WORDS: dict[str, re.Pattern[str]] = {
+    "city": re.compile(
+        r"(?<![A-Za-z])[A-Z][a-z]{2,}(?:\s+[A-Z][a-z]+)?|[\u4e00-\u9fff]{2,3}(?=人|市|的|出差|玩)"
+    ),
+    "budget_limit": _AMOUNT,
+    "language": re.compile(
+        r"(?i:english|chinese|french|german|spanish|japanese|korean)|[英中法德日韩西]文|[英法德日韩]语"
+    ),
+}
+
+
+def _position(fact: Fact, msg: MessageSignals) -> dict[str, float]:
+    """Where the fact's words stand and what surrounds them."""
+    text = msg.text
+    span = _span(text, fact.value)
+    if span is None:
+        return {}
+    at, stop = span
+    start = max((text.rfind(c, 0, at) for c in _ENDS), default=-1) + 1
+    end = min((i for c in _ENDS if (i := text.find(c, stop)) >= 0), default=len(text))
+    clause = text[start:end]
+    x = {
+        "near_negation": float(_NEGATION.search(text[max(0, at - 8) : at]) is not None),
+        "near_question": float(text[end : end + 1] in ("?", "？") or clause.endswith("吗")),
+        "near_person": float(_PEOPLE.search(clause) is not None),
+        "in_last_third": float(at >= len(text) * 2 / 3),
+        # the clause runs on past the value: its edge may be wrong
+        "clause_after": min(len(text[stop:end].strip()), 20) / 20,
+        "repair_after": float(_REPAIR_AFTER.search(text[stop : stop + 40]) is not None),
+    }
+    if VOCABULARY.get(fact.key) is not None and VOCABULARY[fact.key].kind == "list":
+        x["more_items_after"] = float(_MORE_ITEMS.search(text[stop:]) is not None)
+    return x
+
+
+def _ambiguity(fact: Fact, msg: MessageSignals) -> dict[str, float]:
+    """How many other words of the fact's kind the message holds (two cities, three
+    amounts): the more, the easier to have taken the wrong one."""
+    pattern = _KIND_WORDS.get(fact.key)
+    if pattern is None:
+        return {}
+    return {"same_kind_words": min(len(pattern.findall(msg.text)), 5) / 5}
 
 
 def features(
@@ -121,18 +174,8 @@ def features(
     x["known_key"] = float(fact.key in known)
     x["restated"] = float(fact.key in known and same_value(known[fact.key], fact.value))
     x["n_facts"] = min(n_facts, 6) / 6
-    at = _where(msg.text, fact.value)
-    if at >= 0:
-        start = max((msg.text.rfind(c, 0, at) for c in "，,。.!！?？;；\n"), default=-1) + 1
-        end = min(
-            (i for c in "，,。.!！?？;；\n" if (i := msg.text.find(c, at)) >= 0),
-            default=len(msg.text),
-        )
-        clause = msg.text[start:end]
-        x["near_negation"] = float(_NEGATION.search(msg.text[max(0, at - 8) : at]) is not None)
-        x["near_question"] = float(msg.text[end : end + 1] in ("?", "？") or clause.endswith("吗"))
-        x["near_person"] = float(_PEOPLE.search(clause) is not None)
-        x["in_last_third"] = float(at >= len(msg.text) * 2 / 3)
+    x |= _position(fact, msg)
+    x |= _ambiguity(fact, msg)
     return x
 
 
