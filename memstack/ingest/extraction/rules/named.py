@@ -46,8 +46,8 @@ _EN = (
     ),
     # "Biscuit, my golden retriever", "Rex (my beagle)", "Rex is my beagle"
     re.compile(
-        rf"\b(?P<name>{_NAME_EN})(?:,\s*|\s+\(|\s+is\s+)(?i:my|our)\s+(?:[\w-]+\s+){{0,2}}?"
-        rf"(?P<animal>{_ANIMAL})\b"
+        rf"\b(?P<name>{_NAME_EN})(?:,\s*|\s+\(|\s+is\s+)(?i:my|our)\s+"
+        rf"(?P<animal>(?:[\w-]+\s+){{0,2}}?{_ANIMAL})\b"
     ),
     # "two rescue greyhounds, Luna and Blitz", "a tabby named Oreo"
     re.compile(

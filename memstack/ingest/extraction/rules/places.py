@@ -38,6 +38,7 @@ _STAY_AFTER_ZH = re.compile(
     r"^(?:待|呆|住|生活|定居|工作|上班|读书|上学|读研|读博|念书|租房|打工|安家|扎根|一个人|长住)"
     r"|^(?:[，,。！!…~～\s]|$)"
 )
+_STAYED_ZH = re.compile(r"(?:待|呆|住|生活|定居|工作|上班|读书|读研|读博|念书|留学|安家)")
 _HOME_EN = re.compile(
     r"(?i:\b(?:I(?:'m|\s+am)|we(?:'re|\s+are))\s+(?:currently\s+|now\s+|still\s+|actually\s+)?(?:in|stuck\s+in"
     r"|based\s+out\s+of|located\s+in|settled\s+in)"
@@ -61,7 +62,13 @@ def _zh(view: str) -> str | None:
         for m in pattern.finditer(view):
             if other_subject(view[m.start() : m.start() + 12]):
                 continue
-            city = place(view[m.end() :], strict=strict)
+            rest = view[m.end() :]
+            city = place(rest, strict=strict)
+            if city is None and strict:
+                # "在卡托维兹待了五年": a place jieba does not know, held by a stay verb
+                loose = place(rest, strict=False)
+                held = loose is not None and _STAYED_ZH.match(rest[len(loose) :])
+                city = loose if held else None
             if city is None:
                 continue
             after = view[m.end() + len(city) :]
