@@ -149,10 +149,10 @@ def proper_name(m: re.Match[str], sentence: str) -> str | None:
 PERSON = re.compile(rf"他|她|{KIN_ZH}|{OTHERS_ZH}|人家|有人|大家|别人")
 
 
-# Word classes that never name a thing on their own: adjectives, place and time words,
+# Word classes that never name a thing on their own: place and time words,
 # pronouns, numerals, measure words, particles ("新", "以后"). jieba's tags for short
 # product names are unreliable (相机 comes out an adverb), so only these decide.
-_NEVER_A_THING = re.compile(r"^(?:a|f|t|r|m|q|u|y|p|c)")
+_NEVER_A_THING = re.compile(r"^(?:f|t|r|m|q|u|y|p|c)")
 
 
 def as_thing(value: str) -> str | None:
@@ -162,6 +162,6 @@ def as_thing(value: str) -> str | None:
     words = list(tags(value))
     if len(words) > 1 and words[-1][1].startswith("v") and words[-2][1].startswith("n"):
         words.pop()
-    if all(_NEVER_A_THING.match(flag) for _, flag in words):
-        return None
+    if all(_NEVER_A_THING.match(flag) or (flag == "a" and len(w) == 1) for w, flag in words):
+        return None  # ("微单" is tagged an adjective too: only a lone character is refused)
     return "".join(w for w, _ in words) or None
