@@ -28,10 +28,17 @@ NUMBER_PATTERN = (
 )
 
 
+# Two digits side by side before a unit are a rough range: 三四百 is 300 to 400, 七八千
+# 7000 to 8000; as a limit it is the larger.
+_ROUGH = re.compile(r"([一二两三四五六七八九])([一二两三四五六七八九])(?=[十百千万])")
+
+
 def _small_cn(text: str) -> float | None:
-    """A number below 10 000: 三千五 → 3500, 八千零五 → 8005, 十 → 10, 1.5 → 1.5."""
+    """A number below 10 000: 三千五 → 3500, 八千零五 → 8005, 十 → 10, 1.5 → 1.5,
+    三四百 → 400."""
     if not text:
         return None
+    text = _ROUGH.sub(lambda m: max(m.group(1), m.group(2), key=_CN_DIGITS.__getitem__), text)
     if _ARABIC.fullmatch(text):
         return float(text)
     total = 0.0

@@ -53,7 +53,7 @@ from memstack.ingest.extraction.rules.engine import (
 from memstack.ingest.extraction.rules.money import BudgetContext, budget_fact, known_budget
 from memstack.ingest.extraction.rules.named import named_family, named_pets
 from memstack.ingest.extraction.rules.places import residence
-from memstack.ingest.extraction.rules.repairs import joined, repaired
+from memstack.ingest.extraction.rules.repairs import has_repair, joined, repaired
 from memstack.ingest.extraction.rules.scope import presented, views
 from memstack.ingest.extraction.rules.sentences import (
     ADDITIVE,
@@ -165,7 +165,9 @@ class RulesExtractor:
         if sarcasm:
             # "I just LOVE budget airlines 🙄": its liking (or loathing) is the opposite.
             facts = [f for f in facts if f.key not in _SENTIMENT]
-        facts = _with_named(facts, "pets", named_pets(seen.current))
+        facts = _with_named(
+            facts, "pets", named_pets(seen.current), renamed=has_repair(seen.current)
+        )
         facts = _with_named(facts, "family", named_family(seen.current))
         budget = budget_fact(
             sentence,
@@ -255,7 +257,9 @@ class RulesExtractor:
         return facts, adds
 
 
-def _with_named(facts: list[Fact], key: str, named: list[str]) -> list[Fact]:
+def _with_named(
+    facts: list[Fact], key: str, named: list[str], *, renamed: bool = False
+) -> list[Fact]:
     """The sentence's pets or family with the names :mod:`.named` found: a named member
     takes the place of the unnamed mention of its kind ("two greyhounds" → "greyhound:
     Luna", "greyhound: Blitz"; "儿子" → "儿子: 乐乐"); one the rules named already is
@@ -271,6 +275,10 @@ def _with_named(facts: list[Fact], key: str, named: list[str]) -> list[Fact]:
         for i in (f.value if isinstance(f.value, list) else [f.value])
         if i is not None
     ]
+    if key == "pets" and renamed:
+        # a pet renamed after a correction: the rules' readings give way to the last name
+        labels = {n.split(": ")[0] for n in named}
+        items = [i for i in items if ": " not in i or i.split(": ")[0] not in labels]
     have = {i.split(": ")[1].casefold() for i in items if ": " in i}
     new = [n for n in named if n.split(": ")[1].casefold() not in have]
     out: list[str] = []

@@ -55,8 +55,8 @@ _ELLIPSIS = re.compile(
 # Ellipses that repeat the earlier sentiment and only make sense after it: "焦糖的也爱",
 # "not a fan of X either". They add only to a list the user already has.
 _ECHO = re.compile(
-    r"^(?:另外|还有|而且)?(?P<v>[^，,。！？!?我你他她]{1,12}?)(?:味)?的?也(?:很|超|挺|都|比较|特别)?"
-    r"(?P<how>爱|喜欢|讨厌|不喜欢|不爱|受不了|不要|重要|关键|看重|在意|要紧)(?:吃|喝|的)?(?:吧|啊|呀)?$"
+    r"^(?:另外|还有|而且|哦对|对了)?[，,]?(?:那个)?(?P<v>[^，,。！？!?我你他她]{1,12}?)(?:味)?的?(?:我)?也(?:很|超|挺|都|比较|特别)?"
+    r"(?P<how>爱|喜欢|讨厌|不喜欢|不爱|受不了|不要|重要|关键|看重|在意|要紧|过敏|拉黑|别推)(?:吃|喝|的|了)?(?:吧|啊|呀)?$"
     r"|^(?i:(?:I'm\s+|I\s+am\s+)?not\s+(?:a\s+)?(?:big\s+|huge\s+)?fan\s+of"
     r"|I\s+(?:also\s+)?(?:don't|do not)\s+(?:like|love|want|enjoy))"
     r"\s+(?P<v2>[\w-]+(?:\s+[\w-]+){0,3}?)\s+(?i:either)$"
@@ -66,7 +66,7 @@ _PET = re.compile(
     rf"|(?i:{BREEDS_ZH}|{ANIMALS_EN})s?)$"
 )
 # "oh, and range too": a leading interjection is no clause of its own.
-_INTERJECTION = re.compile(r"^(?:(?i:oh|ah|ok|okay|btw|hmm)|哦|噢|嗯|啊)\s*[,，]\s*")
+_INTERJECTION = re.compile(r"^(?:(?i:oh|ah|ok|okay|btw|hmm)|哦对|对了|哦|噢|嗯|啊)\s*[,，]\s*")
 _NEGATED = re.compile(r"不|没|别|(?i:no|not|never)\b")
 _DISLIKE_WORDS = re.compile(
     r"受不了|讨厌|烦|难吃|恶心|不喜欢|不爱|反感|(?i:\bhate|\bcan't stand|\bawful|\bterrible|\bgross"
@@ -107,6 +107,9 @@ def continuations(sentence: str, facts: list[Fact]) -> list[Fact]:
     for clause in _clauses(sentence)[1:]:
         m = _CONTINUE.match(clause)
         v = _values(m) if m else None
+        # "小小一间那种": a size or a count describes the item before, it is no item
+        if v and re.search(r"[一两几\d][个间家件款只台]", v):
+            continue
         if v and not is_junk(v) and not is_pointer(v):
             out.append(head.model_copy(update={"value": [v]}))
     return out
@@ -115,7 +118,11 @@ def continuations(sentence: str, facts: list[Fact]) -> list[Fact]:
 def _echo(sentence: str, known: Mapping[str, Any], said: Mapping[str, Fact]) -> Fact | None:
     """ "焦糖的也爱" after "我爱抹茶": one more item for the list the user already has."""
     # The echo opens the sentence; what follows it says why ("下围棋也喜欢，周末常去").
-    m = _ECHO.match(_clauses(sentence)[0])
+    # "还有那个华莱士，也拉黑": the item and its verb may sit a comma apart.
+    clauses = _clauses(_INTERJECTION.sub("", sentence))
+    m = _ECHO.match(clauses[0])
+    if m is None and len(clauses) > 1 and clauses[1].startswith("也"):
+        m = _ECHO.match(clauses[0] + clauses[1])
     v = _values(m) if m else None
     if m is None or not v or is_junk(v) or is_pointer(v):
         return None
@@ -125,6 +132,10 @@ def _echo(sentence: str, known: Mapping[str, Any], said: Mapping[str, Fact]) -> 
         key = "do_not_recommend"
     elif verb in ("重要", "关键", "看重", "在意", "要紧"):
         key = "focus"
+    elif verb == "过敏":
+        key = "allergies"
+    elif verb in ("拉黑", "别推"):
+        key = "do_not_recommend"
     if key not in known and key not in said:
         return None
     return Fact(key=key, value=[v], type=VOCABULARY[key].type, confidence=0.7, source="user_stated")

@@ -79,7 +79,8 @@ _JUNK = frozenset(
     都 也 就 还 很 太 好 行 嗯 哦 them it that this those these one ones stuff things thing
     everything anything something nothing all much more lot lots some any none way kind sort
     mine yours his hers theirs ours here there him her us you me 你 您 我 你们 他们 她们
-    now then anymore either though tho em 'em""".split()
+    now then anymore either though tho em 'em
+    以后 之后 以前 之前 现在 今后 往后 下次 这次 再也 永远""".split()
 )
 # Confidence of a goal read from a bare need ("I need a X", "想要一个X"): it names the
 # goal only while no other goal is in play.

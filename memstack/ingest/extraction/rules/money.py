@@ -64,6 +64,8 @@ _TIER_AFTER = re.compile(
     r"|(?i:\s*(?:ones?|models?|options?|versions?|tier)\b)"
 )
 # The number is mentioned to be dismissed: "五千太少了", "1000 is too low".
+# A number said to be wrong: "四百！不是四千", "it's 400, not 4000".
+_NEGATED_BEFORE = re.compile(r"(?:不是|而不是|并非|(?i:\bnot\b|\bisn't\b|\bnever\b))\s*[$€£¥]?\s*$")
 _DISMISSED_AFTER = re.compile(
     r"\s*(?:(?:块|元)?(?:的)?(?:都|也)?(?:太|有点|还是)(?:少|低|紧|贵|高|便宜|多)|不够|不行)"
     r"|(?i:\s*(?:is|was|seems|feels|'s)\s+(?:way\s+|a bit\s+|too\s+|kinda\s+)*(?:too|not enough)\b)"
@@ -201,10 +203,18 @@ def _amounts(clause: str) -> list[_Amount]:
         year = re.fullmatch(r"\d{4}", num) and 1900 <= value <= 2100
         if not marker and year and _YEAR_BEFORE.search(clause[: m.start()]):
             continue  # "in 2024", "从2020年": a year
-        if _DISMISSED_AFTER.match(clause, m.end()) or _INCREMENT_BEFORE.search(
-            clause[max(0, m.start() - 12) : m.start()]
+        before = clause[max(0, m.start() - 12) : m.start()]
+        if (
+            _DISMISSED_AFTER.match(clause, m.end())
+            or _INCREMENT_BEFORE.search(before)
+            or _NEGATED_BEFORE.search(before)
         ):
             continue
+        if re.fullmatch(
+            r"[一二两三四五六七八九十百千万零〇]+[一二两三四五六七八九]", num
+        ) and re.match(r"[节个次件份张台斤位只本]", clause[m.end() : m.end() + 1]):
+            # "三四百一节": the last numeral counts the lessons, not money
+            value = parse_number(num[:-1]) or value
         currency = currency_code(marker) if marker else None
         tier = _TIER_AFTER.match(clause, m.end()) is not None
         found.append(_Amount(value, currency, m.start("num"), m.end(), magnitude, tier))

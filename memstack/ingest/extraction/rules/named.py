@@ -23,6 +23,7 @@ from memstack.ingest.extraction.rules.lexicon import (
     KIN_EN,
     KIN_ZH,
 )
+from memstack.ingest.extraction.rules.repairs import has_repair
 from memstack.ingest.extraction.rules.sentences import clause_starts, other_subject
 
 _NAME_EN = r"[A-Z][a-z]+(?:[-'][A-Za-z]+)?"
@@ -63,6 +64,8 @@ _NAME_END_ZH = (
 # name for the animal just mentioned ("两只巴西龟，一只叫大宝一只叫二宝", "…金毛，它叫可乐").
 _ZH_MENTION = re.compile(
     rf"(?P<animal>{_ANIMAL_ZH})(?:子)?(?:[，,]?\s*{_NAMING_ZH}\s*(?P<name>{_NAME_ZH}){_NAME_END_ZH})?"
+    # "养了一只叫 Mochi 的柴犬": the name before the animal
+    rf"|(?:一只|只|一条|条)?叫\s*(?P<name3>{_NAME_ZH})\s*的(?P<animal3>{_ANIMAL_ZH})"
     rf"|(?:一只|一条|另一只|另一条|它|牠)\s*{_NAMING_ZH}\s*(?P<name2>{_NAME_ZH}){_NAME_END_ZH}"
 )
 # "布丁是只英短", "可乐是我家的柯基"
@@ -123,17 +126,26 @@ def _bare(animal: str) -> str:
 
 
 def named_pets(sentence: str) -> list[str]:
-    """``"<animal>: <name>"`` for each named animal the user owns in ``sentence``."""
+    """``"<animal>: <name>"`` for each named animal the user owns in ``sentence``; after
+    a correction ("我家柯基叫可乐，诶不对，…我家柯基叫雪碧") the last name of an animal."""
+    items = _named_pets(sentence)
+    if has_repair(sentence):
+        last = {i.split(": ")[0]: i for i in items}
+        items = [i for i in items if last[i.split(": ")[0]] == i]
+    return items
+
+
+def _named_pets(sentence: str) -> list[str]:
     items: list[str] = []
     if re.search(r"[\u4e00-\u9fff]", sentence):
         # Chat leaves the owner out ("狗狗叫团子"): any animal whose clause is about
         # nobody else is the user's.
         last: str | None = None
         for m in _ZH_MENTION.finditer(sentence):
-            if m.group("animal"):
-                last = _bare(m.group("animal"))
-            animal = _bare(m.group("animal")) if m.group("animal") else last
-            name = m.group("name") or m.group("name2")
+            if m.group("animal") or m.group("animal3"):
+                last = _bare(m.group("animal") or m.group("animal3"))
+            animal = last if (m.group("animal") or m.group("animal3") or m.group("name2")) else None
+            name = m.group("name") or m.group("name2") or m.group("name3")
             # "它叫可乐" names the animal just mentioned, not someone else's
             pointed = m.group().startswith(("它", "牠"))
             if animal and name and (pointed or not _someone_else(sentence, m.start())):

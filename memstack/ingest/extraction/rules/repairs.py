@@ -19,7 +19,7 @@ from memstack.core.facts.vocabulary import LANGUAGES
 
 # Said just after the slip, before what was meant.
 _MARKER = re.compile(
-    r"(?:[，,。.…~～\s]|^)(?:啊|呃|哦|额|嗯)?(?:不对不对|不对|不是不是|说错了|打错了|写错了|口误|更正一下|纠正一下"
+    r"(?:[，,。.…~～\s]|^)(?:啊|呃|哦|额|嗯|诶|欸|唉)?(?:不对不对|不对|不是不是|说错了|打错了|写错了|口误|更正一下|纠正一下"
     r"|我是说|准确地说|(?:啊|呃|哦|额)不(?:是|对)?)[，,。.…!！\s]*"
     r"|(?i:(?:[,.;…]\s*|\s*[-–—]+\s*|\s+)(?:sorry|oops|whoops|typo|correction|no wait|wait no|wait"
     r"|I mean|I meant|or rather|my bad|scratch that)\b[,.:!…\s-]*)"
@@ -37,6 +37,9 @@ _NUMBER = re.compile(
 )
 
 
+_NOT_X_BUT_Y = re.compile(
+    r"[^，,。]{1,12}[，,]\s*(?:是|而是|应该是|(?i:it's|it is))\s*(?P<y>[^，,。]{1,24})"
+)
 _SPEAKS = re.compile(r"[我你他她]|(?i:\b(?:I|my|you|is|are|was)\b)")
 
 
@@ -111,6 +114,10 @@ def repaired(sentence: str, read: Callable[[str], list[Fact]]) -> str:
         m = markers[0]
         repair = _repair_text(sentence[m.end() :])
         before = sentence[: m.start()]
+        if repair is not None and repair in before:
+            # "我对桃子过敏，哦不是桃子，是李子": the marker names the slip, "是…" the repair
+            named = _NOT_X_BUT_Y.match(sentence, m.end())
+            repair = _repair_text(named.group("y")) if named else repair
         slip = _slip(before, repair, read(before)) if repair else None
         if slip is None or repair is None:
             aside = sentence[m.end() : markers[1].start()] if len(markers) > 1 else ""

@@ -170,13 +170,14 @@ _DROP_ITEM = re.compile(
     r"(?i:\b(?:scratch|drop|forget|cross\s+off|take\s+off|remove|minus)\s+(?:the\s+)?"
     r"(?P<v>[a-z][\w-]*(?:\s+[\w-]+){0,2}?)(?=\s*(?:[,.;!]|$|\s+(?:bit|part|one|thing|too)\b)))"
     r"|(?:去掉|划掉|删掉|删了)(?P<v2>[\u4e00-\u9fff]{1,8}?)(?=$|[，,。！!]|吧|了)"
+    r"|(?:^|(?<=[，,。]))(?:把)?(?P<v3>[\u4e00-\u9fff]{1,8}?)(?:从[^，,。]{1,8}?)?(?:去掉|划掉|删掉|拿掉)"
 )
 
 
 def _dropped_items(text: str, known: Mapping[str, Any], said: set[str]) -> list[Fact]:
     out: list[Fact] = []
     for m in _DROP_ITEM.finditer(text):
-        item = m.group("v") or m.group("v2")
+        item = m.group("v") or m.group("v2") or m.group("v3")
         for key, value in known.items():
             spec = VOCABULARY.get(key)
             if key in said or spec is None or spec.kind != "list" or not isinstance(value, list):

@@ -146,6 +146,17 @@ _RETRACTIONS = (
     ),
 )
 _CLAUSE_START = r"(?:^|(?<=[，,。！!；;]))"
+# "把默认语言改成英文", "界面换成日语", "字幕改成中文": a setting's language, not the replies'.
+_SETTING = re.compile(r"默认|界面|系统|设置|字幕|键盘|软件|配置|app|APP|网站|页面|手机")
+
+
+def _reply_language(m: re.Match[str], sentence: str) -> str | None:
+    start = max(sentence.rfind(c, 0, m.start()) for c in "，,。！!；;\n") + 1
+    if _SETTING.search(sentence[start : m.end()]):
+        return None
+    return next(v for k, v in m.groupdict().items() if v and k.startswith("v"))
+
+
 _INTRO_ZH = (
     r"(?:自我介绍(?:一)?下|(?:简单)?介绍一下(?:我)?自己|简单介绍一下|报个家门"
     r"|(?:先)?(?:说|交代)(?:一)?下(?:我的)?(?:情况|背景)(?:哈|啊)?)"
@@ -429,6 +440,7 @@ RULES: tuple[Rule, ...] = (
         r"(?=$|[，,。！!？?吧啊哦呀]|回|来|交流|沟通|聊)"
         rf"|(?:回复|回答|回)(?:我)?(?:请|都|尽量|最好|能|可以|麻烦)*(?:用|说)(?P<v5>{LANG_ZH})",
         0.95,
+        value=_reply_language,
     ),
 )
 

@@ -21,7 +21,11 @@ from memstack.ingest.extraction.rules.zh_words import ADV, CJK, END, tags
 
 
 def _diet(m: re.Match[str], sentence: str) -> str:
-    return DIETS_ZH.get(m.group("v"), m.group("v"))
+    return _diet_named(m.group("v"))
+
+
+def _diet_named(word: str) -> str:
+    return DIETS_ZH.get(word, word)
 
 
 def _kin(word: str) -> str:
@@ -159,10 +163,12 @@ RULES: tuple[Rule, ...] = (
     rule(
         "diet",
         rf"(?:我|^|(?<=[，,。]))(?:现在|目前|平时|一直)*(?:只能吃|只吃)(?P<v>{DIET_WORDS_ZH})(?:的)?"
-        rf"|(?:我|^|(?<=[，,。]))(?:现在|目前|已经|开始|平时|一直|改成|换成|在|是|坚持)+(?P<v2>{CJK}{{2,4}}饮食)(?!的人|店|馆)",
+        rf"|(?:我|^|(?<=[，,。]))(?:现在|目前|已经|开始|平时|一直|改成|换成|在|是|坚持)+(?P<v2>{CJK}{{2,4}}饮食)(?!的人|店|馆)"
+        # "最近改成纯素了", "现在算是鱼素吧": a change to a named diet
+        rf"|(?:我|^|(?<=[，,。]))(?:现在|目前|已经|最近|这阵子)*(?:改成|换成|变成|改吃|算是)了?(?P<v3>{DIET_WORDS_ZH})",
         0.85,
         statements_only=True,
-        value=lambda m, s: _diet(m, s) if m["v"] else m["v2"],
+        value=lambda m, s: m["v2"] if m["v2"] else _diet_named(m["v"] or m["v3"]),
     ),
     # "平时吃低嘌呤的": a diet named by what it limits or favours.
     rule(
