@@ -47,7 +47,7 @@ _ELLIPSIS = re.compile(
     r"|^(?P<v2>[^，,。！？!?我你他她]{1,10}?)也(?:是|一样)(?:的)?(?:吧|啊)?$"
     r"|^(?i:(?:oh|ah|and|also|plus|btw)[,\s]+)*(?i:and\s+)?(?P<v3>[\w-]+(?:\s+[\w-]+){0,2}?)\s*,?\s+"
     r"(?i:too|as well|also)$"
-    r"|^(?i:(?:oh\s+)?(?:and\s+)?also|plus)[,\s]+(?P<v4>[\w-]+(?:\s+[\w-]+){0,2})$"
+    r"|^(?i:(?:oh\s+)?(?:and\s+)?also|plus|or)[,\s]+(?P<v4>[\w-]+(?:\s+[\w-]+){0,2})$"
     # "same goes for Shein", "ditto for lilies": the last statement again, for one more item
     r"|^(?i:(?:and\s+)?(?:the\s+)?same\s+(?:goes\s+)?for|ditto\s+(?:for|with))\s+"
     r"(?P<v5>[\w&'-]+(?:\s+[\w&'-]+){0,2}?)(?:\s*,?\s*(?i:actually|too|as well|please|pls))?$"
@@ -204,10 +204,49 @@ def _distance(a: str, b: str) -> int:
     return row[-1]
 
 
+# "sorry, I meant crab, not shrimp", "是李子，不是桃子": the slip named beside the repair.
+_MEANT_NOT = re.compile(
+    r"(?i:\b(?:I\s+meant|I\s+mean|meant|it's|its|it\s+is)\s+(?P<v>[\w'-]+(?:\s+[\w'-]+)?),?\s+not\s+"
+    r"(?P<slip>[\w'-]+(?:\s+[\w'-]+)?))"
+    r"|是(?P<v2>[\u4e00-\u9fff]{1,6}?)[，,]?不是(?P<slip2>[\u4e00-\u9fff]{1,6}?)(?=$|[，,。！!]|哈|啦)"
+)
+
+
+def _meant_not(sentence: str, known: Mapping[str, Any]) -> Fact | None:
+    """A known value (or list item) replaced by the one the user says was meant."""
+    m = _MEANT_NOT.search(sentence)
+    if m is None:
+        return None
+    v, slip = (m["v"], m["slip"]) if m["v"] else (m["v2"], m["slip2"])
+    for key, old in known.items():
+        spec = VOCABULARY.get(key)
+        items = old if isinstance(old, list) else [old]
+        if spec is None or not any(
+            isinstance(i, str) and i.casefold() == slip.casefold() for i in items
+        ):
+            continue
+        value: Any = v
+        if isinstance(old, list):
+            value = [v if str(i).casefold() == slip.casefold() else i for i in old]
+        return Fact(
+            key=key,
+            value=value,
+            type=spec.type,
+            confidence=0.8,
+            source="user_stated",
+            override=True,
+        )
+    return None
+
+
 def correction(sentence: str, known: Mapping[str, Any]) -> Fact | None:
-    """The corrected value of whichever known text value it is a near miss of."""
+    """The corrected value of whichever known text value it is a near miss of, or that
+    the sentence names as the slip ("I meant crab, not shrimp")."""
     if not _CORRECTION.search(sentence):
         return None
+    named = _meant_not(sentence, known)
+    if named is not None:
+        return named
     for clause in _clauses(sentence):
         m = _CORRECTED.match(clause)
         v = _values(m) if m else None

@@ -43,10 +43,14 @@ _NOT_X_BUT_Y = re.compile(
 _SPEAKS = re.compile(r"[我你他她]|(?i:\b(?:I|my|you|is|are|was)\b)")
 
 
-def _repair_text(after: str) -> str | None:
-    """The bare value said after the marker, or None when the words after it are a
-    statement of their own (which the rules read as they are)."""
-    clause = re.split(r"[，,；;。！？!?]|(?<!\d)\.(?!\d)", after, maxsplit=1)[0]
+def _repair_text(after: str, skip: int = 0) -> str | None:
+    """The bare value said after the marker (``skip`` clauses on: "sorry, autocorrect,
+    Haruko"), or None when the words after it are a statement of their own (which the
+    rules read as they are)."""
+    clauses = re.split(r"[，,；;。！？!?]|(?<!\d)\.(?!\d)", after, maxsplit=skip + 1)
+    if len(clauses) <= skip:
+        return None
+    clause = clauses[skip]
     v = _REPAIR_CLOSE.sub("", _REPAIR_OPEN.sub("", clause.strip())).strip()
     if not v or len(v) > _MAX_REPAIR_CHARS or _SPEAKS.search(v):
         return None
@@ -119,6 +123,11 @@ def repaired(sentence: str, read: Callable[[str], list[Fact]]) -> str:
             named = _NOT_X_BUT_Y.match(sentence, m.end())
             repair = _repair_text(named.group("y")) if named else repair
         slip = _slip(before, repair, read(before)) if repair else None
+        if slip is None:
+            # "I'm Haruto — sorry, autocorrect, Haruko": a word of excuse, then the repair
+            second = _repair_text(sentence[m.end() :], skip=1)
+            slip = _slip(before, second, read(before)) if second else None
+            repair = second if slip is not None else repair
         if slip is None or repair is None:
             aside = sentence[m.end() : markers[1].start()] if len(markers) > 1 else ""
             if not aside or len(aside.split()) > 3 or _SPEAKS.search(aside):
