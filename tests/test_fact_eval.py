@@ -345,3 +345,18 @@ def test_eval_facts_refuses_bad_input(tmp_path: Path, monkeypatch: pytest.Monkey
     assert result.exit_code == 2 and "bad.jsonl:1" in result.output
     good = write_cases(tmp_path / "good.jsonl", [GOOD])
     assert run_eval(monkeypatch, tmp_path, env, "--data", str(good), "--top-k", "5").exit_code == 2
+
+
+def test_the_projects_fact_cases_follow_their_format() -> None:
+    """Every file of eval-data/facts loads (FORMAT.md), ids unique across files, every
+    case labelled with its trap classes."""
+    files = sorted((ROOT / "eval-data" / "facts").glob("*.jsonl"))
+    assert len(files) >= 8
+    ids: set[str] = set()
+    for path in files:
+        cases = load_cases(path)
+        assert cases and all(c.traps for c in cases), path
+        assert not ids & {c.id for c in cases}, path
+        ids |= {c.id for c in cases}
+    speakers = [c for f in files for c in load_cases(f) if any(t.name for t in c.messages)]
+    assert len(speakers) >= 50  # several-speaker cases, named participants and aliases

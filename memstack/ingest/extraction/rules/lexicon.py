@@ -118,7 +118,9 @@ ANIMALS_EN = alternation(
     "retriever labrador poodle corgi husky beagle bulldog terrier shepherd dachshund "
     "chihuahua pug collie spaniel schnauzer doodle labradoodle goldendoodle pomeranian "
     "rottweiler shiba samoyed greyhound whippet tabby ragdoll sphynx shorthair duck ducks goose "
-    "chicken chickens hen hens goat goats pig pigs sheep alpaca llama frog"
+    "chicken chickens hen hens goat goats pig pigs sheep alpaca llama frog rat rats mouse mice "
+    "gerbil gerbils betta bettas parakeet parakeets macaw conure chameleon python koi donkey "
+    "tortie calico"
 )
 # "guinea pig" and "maine coon" are two words; the regexes spell them with a space.
 ANIMALS_EN = (

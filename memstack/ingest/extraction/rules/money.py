@@ -113,6 +113,7 @@ _BUDGET_CUE = re.compile(
     r"|\bprice (?:range|limit|cap)"
     r"|\bmax price|\blimit\b|\bcap\b|\baround\b|\broughly\b|\bstretch\b|\bgo to\b|\btops\b"
     r"|\bnothing (?:over|above|more than)\b|\bkeep it\b|\blet's (?:say|do|go with)\b|\bsettle on\b"
+    r"|\bcap(?:ping|ped)?\s+(?:it|this|that|the\s+\w+)?\s*at\b"
     r"|\b(?:won't|will not|not|never|don't|can't|cannot)\s+"
     r"(?:go|going|spend|spending|pay|paying)\s+(?:over|above|past|beyond|more than)\b"
     r"|\bonly (?:have|got)\b|\bceiling\b|\bat the (?:very |absolute )?most\b"

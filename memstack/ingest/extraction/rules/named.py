@@ -35,8 +35,8 @@ _ANIMAL_ZH = rf"(?:[\u4e00-\u9fff]{{0,2}}?(?:{ANIMAL_HEADS_ZH})|(?:{BREEDS_ZH}))
 _ANIMAL = rf"(?:(?i:{ANIMALS_EN}))"
 # The user owns the animals of the sentence.
 _OWNED_EN = re.compile(
-    r"(?i:\b(?:my|our)\b|\bI(?:'ve|\s+have)?\s+(?:also\s+)?(?:got|have|own|adopted|rescued)\b"
-    r"|\bwe(?:'ve|\s+have)?\s+(?:also\s+)?(?:got|have|own|adopted|rescued)\b|\bthe\s+other\b)"
+    r"(?i:\b(?:my|our)\b|\b(?:I|we)(?:'ve|\s+have)?\s+(?:(?:also|just|finally|recently)\s+)?"
+    r"(?:got|have|own|adopted|rescued|took\s+in)\b|\bthe\s+other\b)"
 )
 _EN = (
     # "my golden retriever Biscuit", "the other cat, Tofu", "my cat is called Mochi"

@@ -47,7 +47,8 @@ _HOME_EN = re.compile(
     r"|\b(?:been|lived|living)\s+in(?=\s+\S+(?:\s+\S+)?\s+for\s+(?:\w+\s+)?(?:years?|months)\b)"
     r"|\bmoved\s+(?:back\s+|over\s+|up\s+|down\s+)?(?:to|into)"
     r"|\b(?:bought|rent(?:ed)?|renting|own)\s+(?:a|an|our|my)\s+(?:\w+\s+)?(?:house|flat|apartment|condo"
-    r"|place|home)\s+in)"
+    r"|place|home)\s+in"
+    r"|\b(?:my|our)\s+(?:\w+\s+)?(?:place|flat|apartment|condo|house|home)\s+in)"
     rf"\s+(?P<v>{PLACE})"
 )
 _NOT_A_PLACE_EN = re.compile(

@@ -30,7 +30,9 @@ _PAST = re.compile(
     r"|(?<!\bit\s)(?<!\bthat\s)(?<!\bthis\s)(?<!\bhe\s)(?<!\bshe\s)(?<!\bwhich\s)(?<!\bwho\s)"
     r"\bwas\s+(?:an?\s+(?!\w+\s+(?:person|kid|fan)\b)|(?=" + DIETS_EN + r")\b)"
     r"|\bI\s+(?:worked|lived)\s+(?:as|in)\b[^,.;]*\b(?:for\s+\w+\s+years|until|before)\b"
-    r"|\bmy\s+(?:old|former|previous)\s+(?:job|city|place|home)\b)"
+    r"|\bmy\s+(?:old|former|previous)\s+(?:job|city|place|home)\b"
+    # "we had a hamster named Biscuit": a pet (or a home) that is no more
+    r"|\b(?:I|we)\s+(?:once\s+)?had\s+(?:a|an|two|three)\s+(?!\w+\s+(?:idea|time|chat|talk|look)\b))"
 )
 # The clause is denied by the user: "不是我不喜欢韩餐，是…", "it's not that I hate X, …".
 _DENIED = re.compile(

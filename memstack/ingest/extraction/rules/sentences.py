@@ -130,8 +130,9 @@ _EYE_ROLL = re.compile(r"[\U0001F644\U0001F612\U0001F643\U0001F611]+\uFE0F?")
 def tidy_chat(text: str) -> str:
     """Typographic apostrophes made plain and chat spellings made standard ("im" → "I'm")."""
     text = re.sub(r"(?<=[A-Za-z])[’‘](?=[A-Za-z])", "'", text)
-    # An eye-roll is chat's "/s"; spelt so, it outlives the emoji rules below.
-    text = _EYE_ROLL.sub(" /s, ", text)
+    # An eye-roll is chat's "/s", and ends what it mocks: spelt so, it outlives the emoji
+    # rules below, and what follows it is a sentence of its own.
+    text = _EYE_ROLL.sub(" /s. ", text)
     # A dash between words of a Latin sentence separates clauses as a comma does.
     text = re.sub(r"(?<=[A-Za-z0-9])\s+[—–-]{1,2}\s+(?=[A-Za-z])", ", ", text)
     # An emoji between words of a Latin sentence ends a clause: "Rahul here 👋 data analyst".
