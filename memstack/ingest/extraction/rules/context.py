@@ -55,8 +55,8 @@ _ELLIPSIS = re.compile(
 # Ellipses that repeat the earlier sentiment and only make sense after it: "焦糖的也爱",
 # "not a fan of X either". They add only to a list the user already has.
 _ECHO = re.compile(
-    r"^(?:另外|还有|而且|哦对|对了)?[，,]?(?:那个)?(?P<v>[^，,。！？!?我你他她]{1,12}?)(?:味)?的?(?:我)?也(?:很|超|挺|都|比较|特别)?"
-    r"(?P<how>爱|喜欢|讨厌|不喜欢|不爱|受不了|不要|重要|关键|看重|在意|要紧|过敏|拉黑|别推)(?:吃|喝|的|了)?(?:吧|啊|呀)?$"
+    r"^(?:另外|还有|而且|哦对|对了)?[，,]?(?:那个|这个|那种|这种)?(?P<v>[^，,。！？!?我你他她]{1,12}?)(?:味)?的?(?:我)?也(?:很|超|挺|都|比较|特别)?"
+    r"(?P<how>爱|喜欢|讨厌|不喜欢|不爱|受不了|不要|重要|关键|看重|在意|要紧|过敏|拉黑|别推荐?(?:给我)?|不要推荐?(?:给我)?)(?:吃|喝|的|了)?(?:吧|啊|呀)?$"
     r"|^(?i:(?:I'm\s+|I\s+am\s+)?not\s+(?:a\s+)?(?:big\s+|huge\s+)?fan\s+of"
     r"|I\s+(?:also\s+)?(?:don't|do not)\s+(?:like|love|want|enjoy))"
     r"\s+(?P<v2>[\w-]+(?:\s+[\w-]+){0,3}?)\s+(?i:either)$"
@@ -134,7 +134,7 @@ def _echo(sentence: str, known: Mapping[str, Any], said: Mapping[str, Fact]) -> 
         key = "focus"
     elif verb == "过敏":
         key = "allergies"
-    elif verb in ("拉黑", "别推"):
+    elif verb == "拉黑" or verb.startswith(("别推", "不要推")):
         key = "do_not_recommend"
     if key not in known and key not in said:
         return None

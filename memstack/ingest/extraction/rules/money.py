@@ -106,7 +106,7 @@ LOOSEN = re.compile(
 _YEAR_BEFORE = re.compile(r"(?i:\b(?:in|since|from|by|until|before|after|of)\s+|[在于从到]\s*)$")
 _BUDGET_CUE = re.compile(
     r"预算|价位|以内|之内|以下|(?:不|别|不要|不能|不想)超过|上限|最多|顶多|最高|可以到|能到"
-    r"|接受|控制在|左右|上下|出头|加到|放宽到|预留|封顶|就行|就够|就好|定在|只有|只剩"
+    r"|接受|控制在|左右|上下|出头|加到|放宽到|预留|封顶|顶天|撑死|就行|就够|就好|定在|定的是|只有|只剩"
     r"|(?i:\bbud(?:get|eget|egt|jet|gt|gte)|\bafford|\bspend"
     r"|(?<!went )(?<!goes )(?<!gone )(?<!rose )\bup to\b|\bat most\b|\bmax(?:imum)?\b"
     r"|\bno more than\b|\bnot more than\b|\bunder\b|\bbelow\b|\bwithin\b|\bless than\b"
@@ -312,6 +312,8 @@ def budget_fact(
             continue
         asked = question_at is not None and offset + len(clause) > question_at
         if asked and _ASKS_ABOUT_AMOUNT.search(clause):
+            # the amount is asked about, but the budget is on the table
+            ctx.topic = ctx.topic or _BUDGET_WORD.search(clause) is not None
             continue
         if ctx.known is not None and (
             _DISMISSED_AFTER.search(clause) or _INCREMENT_BEFORE.search(_before_amounts(clause))

@@ -29,16 +29,21 @@ _WHEN_ZH = r"(?:现在|目前|如今|平时|一直|常年|已经|也|还|就|都
 # A residence word that only takes a place after it.
 _HOME_ZH = re.compile(
     _WHO_ZH + _WHEN_ZH + r"(?:住在|住|家在|人在|待在|呆在|窝在|蜗居在?|生活在|定居在?|落户在?"
-    r"|安家在?|扎根在?|base在|坐标|搬到了?|搬去了?|搬来了?|搬回了?|搬家到|迁到|回到了?)\s*"
+    r"|安家在?|扎根在?|base在|坐标|搬到了?|搬去了?|搬来了?|搬回了?|搬家到|迁到|回到了?"
+    # "和老公还有儿子住在喀什": the user with others, at home
+    r"|(?:和|跟)[^，,。]{1,8}?住在|来(?=[^，,。]{2,8}?[一二两三四五六七八九十几半\d]+(?:个)?多?(?:月|年)了))\s*"
 )
 # "我在大连", "在卡托维兹待了五年": 在 takes anything, so the place must be one, and the
 # clause must not be about doing something there for a while.
 _AT_ZH = re.compile(_WHO_ZH + _WHEN_ZH + r"在\s*")
 _STAY_AFTER_ZH = re.compile(
-    r"^(?:待|呆|住|生活|定居|工作|上班|读书|上学|读研|读博|念书|租房|打工|安家|扎根|一个人|长住)"
+    r"^(?:待|呆|住|生活|定居|工作|上班|读书|上学|读研|读博|念书|租房|打工|安家|扎根|一个人|长住"
+    r"|总部|分部|分公司|公司|这边|那边|本地)"
     r"|^(?:[，,。！!…~～\s]|$)"
 )
-_STAYED_ZH = re.compile(r"(?:待|呆|住|生活|定居|工作|上班|读书|读研|读博|念书|留学|安家)")
+_STAYED_ZH = re.compile(
+    r"(?:待|呆|住|生活|定居|工作|上班|读书|读研|读博|念书|留学|安家)|[，,]\s*(?:做|当|干|在)"
+)
 _HOME_EN = re.compile(
     r"(?i:\b(?:I(?:'m|\s+am)|we(?:'re|\s+are))\s+(?:currently\s+|now\s+|still\s+|actually\s+)?(?:in|stuck\s+in"
     r"|based\s+out\s+of|located\s+in|settled\s+in)"

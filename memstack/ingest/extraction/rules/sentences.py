@@ -197,7 +197,8 @@ _HYPOTHETICAL = re.compile(
 )
 _HYPOTHETICAL_END = re.compile(
     r"(?:就好了|就好啦|该多好|多好)[啊呀啦]?[，,。！!]?"
-    r"|[，,]\s*(?=可惜|但是|但|不过|可是|(?i:but\b|sadly\b|unfortunately\b))"
+    r"|[，,]\s*(?=可惜|但是|但|不过|可是|现在|现实是|实际上|目前|(?i:but\b|sadly\b|unfortunately\b"
+    r"|realistically\b|in reality\b|for now\b))"
 )
 # Conditions that hedge a request rather than imagine a world: the statement stands.
 _HEDGE = re.compile(

@@ -19,6 +19,8 @@ def _goal(m: re.Match[str], sentence: str) -> str | None:
         r"^[\d.一二两三四五六七八九十百千万kKw]+(?:块|元)?(?:左右|以内|以下)?的", "", rest
     )
     rest = re.sub(r"^一?下", "", rest)  # "帮我推荐一下": no object yet
+    # "通勤用的电动滑板车": what it is for, then the thing
+    rest = re.sub(r"^[\u4e00-\u9fff]{1,4}用的", "", rest)
     v = rest[: _goal_end(rest)]
     if re.search(r"[\u4e00-\u9fff]", v):
         v = as_thing(v) or ""  # "换台新的": "新" names no thing
@@ -32,6 +34,9 @@ _GOAL_STOP_ZH = re.compile(
 )
 
 
+_LATIN_SPACE = re.compile(r"[A-Za-z0-9] [A-Za-z0-9]")
+
+
 def _goal_end(rest: str) -> int:
     """Where the goal in ``rest`` ends: at the first stop word. A stop character inside a
     noun ("智能花盆", "婴儿用品", "未来") does not end it; inside a verb ("包送") it does."""
@@ -43,7 +48,8 @@ def _goal_end(rest: str) -> int:
             inside.update(range(pos + 1, pos + len(word)))
         pos += len(word)
     for m in _GOAL_STOP_ZH.finditer(window):
-        if m.start() not in inside:
+        # "Surface Pro": a space between two Latin words is inside a name
+        if m.start() not in inside and not _LATIN_SPACE.match(window, m.start() - 1):
             return m.start()
     return len(window)
 
@@ -81,7 +87,7 @@ RULES: tuple[Rule, ...] = (
         r"|过年|年底|双十一|七夕|其实)*"
         r"(?:想|要|打算|准备|计划|需要|得|想要|还是)(?:先|再|直接|干脆|顺手|赶紧)?"  # "想先买…"
         r"(?:给[^，,。]{1,6}?|在[^，,。]{1,6}?|帮[^，,。]{1,4}?|为[^，,。]{1,4}?|趁[^，,。]{1,6}?)?"
-        rf"(?:(?:买|换|挑|选|入手|购买|配|找|订|租|添置|置办)(?!成|掉|到|回)"
+        rf"(?:(?:买|换|挑|选|入手|购买|配|找|订|租(?!屋|房)|添置|置办|送(?=[^，,。]{{0,4}}?一?[台部个款辆套双件只张把条副]))(?!成|掉|到|回)"
         # Loose verbs ("弄个", "添台", "搭个") name a purchase only with a classifier after them.
         r"|(?:添|入|弄|整|搞|搭|装|带)(?=一?[台部个辆套双件只张把条副款])"
         # "想直接上洗地机", "想收台二手摩托": chat's verbs for buying, after a wish
@@ -175,7 +181,7 @@ RULES: tuple[Rule, ...] = (
     rule(
         "goal",
         r"(?:^|(?<=[，,\s]))(?:那|那就|算了|看了看|想了想|想来想去|思来想去|最后|最终|其实)?"
-        r"(?:改成|换成|改买|还是买|还是入|还是选|还是上|改为)",
+        rf"(?:改成|换成|改买|还是买|还是入|还是选|还是上|改为){CLASSIFIER}",
         SWITCHED_GOAL,
         statements_only=True,
         value=_goal,
