@@ -183,13 +183,17 @@ def summary(s: Score) -> dict[str, Any]:
 
 
 def trap_lines(s: Score) -> list[str]:
-    """Precision and recall per trap class (a case counts under each of its classes)."""
-    return [
-        f"trap {trap}: precision {prf(t.tp, t.fp, t.expected)['precision']:.3f} "
-        f"recall {prf(t.tp, t.fp, t.expected)['recall']:.3f} "
-        f"(tp {t.tp}, fp {t.fp}, expected {t.expected}, {t.cases} cases)"
-        for trap, t in sorted(s.by_trap.items())
-    ]
+    """Precision and recall per trap class (a case counts under each of its classes);
+    precision is "-" where nothing scored was served."""
+    lines = []
+    for trap, t in sorted(s.by_trap.items()):
+        p = prf(t.tp, t.fp, t.expected)
+        precision = f"{p['precision']:.3f}" if t.tp + t.fp else "-"
+        lines.append(
+            f"trap {trap}: precision {precision} recall {p['recall']:.3f} "
+            f"(tp {t.tp}, fp {t.fp}, expected {t.expected}, {t.cases} cases)"
+        )
+    return lines
 
 
 def candidate_summary(cases: Sequence[Case], results: Sequence[CaseResult]) -> dict[str, Any]:
