@@ -360,3 +360,23 @@ def test_the_projects_fact_cases_follow_their_format() -> None:
         ids |= {c.id for c in cases}
     speakers = [c for f in files for c in load_cases(f) if any(t.name for t in c.messages)]
     assert len(speakers) >= 50  # several-speaker cases, named participants and aliases
+
+
+def test_traps_and_the_candidate_tier_are_scored_apart() -> None:
+    from dataclasses import replace
+
+    from memstack.eval.facts import CaseResult, candidate_summary, trap_lines
+
+    quoted = replace(case("q", "en", {"city": "Lyon"}, ("budget_limit",)), traps=("quoted",))
+    slip = replace(case("s", "en", {"city": "Lille"}), traps=("self_correction", "plain"))
+    results = [
+        CaseResult({"city": "Lyon", "budget_limit": CNY_5000}, {}),
+        CaseResult({}, {"city": "Lille"}),  # right, but waiting for review
+    ]
+    scored = score([quoted, slip], [r.facts for r in results])
+    lines = trap_lines(scored)
+    assert "trap quoted: precision 0.500 recall 1.000 (tp 1, fp 1" in lines[1]
+    assert lines[2].startswith("trap self_correction: precision - recall 0.000")
+    tier = candidate_summary([quoted, slip], results)
+    assert (tier["pending"], tier["right"], tier["wrong"], tier["precision"]) == (1, 1, 0, 1.0)
+    assert tier["if_all_confirmed"]["recall"] == 1.0
