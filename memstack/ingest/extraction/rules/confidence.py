@@ -29,7 +29,19 @@ from typing import Any
 
 from memstack.core.facts.fact import Fact
 from memstack.core.facts.vocabulary import VOCABULARY, same_value
-from memstack.ingest.extraction.rules.lexicon import KIN_EN, KIN_ZH, OTHERS_EN, OTHERS_ZH
+from memstack.ingest.extraction.rules.lexicon import (
+    ANIMAL_HEADS_ZH,
+    ANIMALS_EN,
+    BREEDS_ZH,
+    DIET_WORDS_ZH,
+    DIETS_EN,
+    KIN_EN,
+    KIN_ZH,
+    OCCUPATION_EN,
+    OCCUPATION_ZH,
+    OTHERS_EN,
+    OTHERS_ZH,
+)
 from memstack.ingest.extraction.rules.repairs import has_repair
 from memstack.ingest.extraction.rules.scope import views
 from memstack.ingest.extraction.rules.sentences import (
@@ -44,6 +56,7 @@ from memstack.ingest.extraction.rules.sentences import (
     split_sentences,
     tidy_chat,
 )
+from memstack.ingest.extraction.rules.zh_words import gazetteer
 from memstack.text.locales import text_locale
 
 _NEGATION = re.compile(
@@ -146,6 +159,38 @@ def _position(fact: Fact, msg: MessageSignals) -> dict[str, float]:
     return x
 
 
+# Words each key's values are made of: a value built of them is a value of its kind.
+_OWN_KIND: dict[str, re.Pattern[str]] = {
+    "occupation": re.compile(rf"(?:{OCCUPATION_ZH})|(?i:\b(?:{OCCUPATION_EN})s?\b)"),
+    "pets": re.compile(rf"(?:{ANIMAL_HEADS_ZH})|(?:{BREEDS_ZH})|(?i:\b(?:{ANIMALS_EN})s?\b)"),
+    "family": re.compile(rf"(?:{KIN_ZH})|(?i:\b(?:{KIN_EN})\b)"),
+    "diet": re.compile(rf"(?:{DIET_WORDS_ZH})|(?i:{DIETS_EN})"),
+}
+
+
+def _own_kind(fact: Fact) -> dict[str, float]:
+    """Whether the value is a word of its kind: a city the gazetteer knows (or a
+    capitalised name), a job, an animal, a relative, a diet the lexicons name."""
+    items = (
+        _strings(fact.value)
+        if fact.key not in ("pets", "family")
+        else [str(v) for v in (fact.value if isinstance(fact.value, list) else [fact.value])]
+    )
+    if not items:
+        return {}
+    if fact.key == "city":
+        known = [
+            i
+            for i in items
+            if i in gazetteer() or re.fullmatch(r"[A-Z][\w'.-]*(?:\s+[A-Z][\w'.-]*)*", i)
+        ]
+        return {"own_kind": len(known) / len(items)}
+    pattern = _OWN_KIND.get(fact.key)
+    if pattern is None:
+        return {}
+    return {"own_kind": sum(pattern.search(i) is not None for i in items) / len(items)}
+
+
 def _ambiguity(fact: Fact, msg: MessageSignals) -> dict[str, float]:
     """How many other words of the fact's kind the message holds (two cities, three
     amounts): the more, the easier to have taken the wrong one."""
@@ -176,6 +221,7 @@ def features(
     x["n_facts"] = min(n_facts, 6) / 6
     x |= _position(fact, msg)
     x |= _ambiguity(fact, msg)
+    x |= _own_kind(fact)
     return x
 
 

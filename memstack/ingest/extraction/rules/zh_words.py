@@ -69,7 +69,7 @@ _NOT_PLACES = frozenset(
 
 
 @cache
-def _gazetteer() -> frozenset[str]:
+def gazetteer() -> frozenset[str]:
     """Cities and towns by their Chinese names (``data/places_zh.txt``): jieba tags many of
     them as something else (大连 an adverb, 桂林 a person's name)."""
     text = files("memstack").joinpath("data", "places_zh.txt").read_text("utf-8")
@@ -82,7 +82,7 @@ def _known_place(words: tuple[tuple[str, str], ...]) -> str | None:
     best, joined = None, ""
     for word, _ in words[:3]:
         joined += word
-        if joined in _gazetteer():
+        if joined in gazetteer():
             best = joined
     return best
 
