@@ -196,6 +196,7 @@ _CURRENCY_SPELLINGS = {
     "KES": "肯尼亚先令|kes|ksh|kenyan shillings",
     "TZS": "坦桑尼亚先令|tzs|tanzanian shillings",
     "UGX": "乌干达先令|ugx|ugandan shillings",
+    "ETB": "埃塞俄比亚比尔|etb|birr",
     "NGN": "奈拉|ngn|naira|₦",
     "GHS": "塞地|ghs|cedis|cedi|₵",
     "EGP": "埃及镑|egp|egyptian pounds",

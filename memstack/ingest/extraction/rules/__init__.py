@@ -51,7 +51,7 @@ from memstack.ingest.extraction.rules.engine import (
     apply_rules,
 )
 from memstack.ingest.extraction.rules.money import BudgetContext, budget_fact, known_budget
-from memstack.ingest.extraction.rules.named import named_family, named_pets
+from memstack.ingest.extraction.rules.named import named_family, named_pets, one_relative
 from memstack.ingest.extraction.rules.places import residence
 from memstack.ingest.extraction.rules.repairs import has_repair, joined, repaired
 from memstack.ingest.extraction.rules.scope import presented, views
@@ -275,6 +275,14 @@ def _with_named(
         for i in (f.value if isinstance(f.value, list) else [f.value])
         if i is not None
     ]
+    if key == "family":
+        # "sons: Leo" names one son
+        items = [
+            f"{one_relative(i.split(': ')[0])}: {i.split(': ')[1]}"
+            if ": " in i and i.isascii()
+            else i
+            for i in items
+        ]
     if key == "pets" and renamed:
         # a pet renamed after a correction: the rules' readings give way to the last name
         labels = {n.split(": ")[0] for n in named}

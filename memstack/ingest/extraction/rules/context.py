@@ -41,7 +41,7 @@ _CONTINUE = re.compile(
 )
 _ELLIPSIS = re.compile(
     # "also no ghost tours", "and no zoos either": one more thing ruled out
-    r"^(?i:(?:and|also|plus|oh)[,\s]+)+no\s+(?P<no>[\w-]+(?:\s+[\w-]+){0,2}?)"
+    r"^(?i:(?:and|also|plus|oh)[,\s]+)+no\s+(?P<no>[\w'‘’-]+(?:\s+[\w'‘’-]+){0,2}?)"
     r"(?:\s+(?i:either|too|please|pls))?$"
     r"|^(?:(?:哦|噢|对了|嗯|啊)[，,]?)?(?:还有|另外还有|以及)(?P<v>[^，,。！？!?]{1,10}?)(?:也是|也)?(?:吧|啊|呀)?$"
     r"|^(?P<v2>[^，,。！？!?我你他她]{1,10}?)也(?:是|一样)(?:的)?(?:吧|啊)?$"
@@ -49,6 +49,9 @@ _ELLIPSIS = re.compile(
     r"(?i:too|as well|also)$"
     r"|^(?i:(?:oh\s+)?(?:and\s+)?also|plus|or)[,\s]+(?P<v4>[\w-]+(?:\s+[\w-]+){0,2})$"
     # "same goes for Shein", "ditto for lilies": the last statement again, for one more item
+    # "add Glo to that list too": one more item for the list in play
+    r"|^(?i:(?:and\s+|also\s+|oh\s+)*(?:pls\s+|please\s+)?add)\s+(?P<v6>[\w&'-]+(?:\s+[\w&'-]+){0,2}?)"
+    r"\s+(?i:to\s+(?:that|the|this|my)\s+list)(?:\s+(?i:too|as well))?$"
     r"|^(?i:(?:and\s+)?(?:the\s+)?same\s+(?:goes\s+)?for|ditto\s+(?:for|with))\s+"
     r"(?P<v5>[\w&'-]+(?:\s+[\w&'-]+){0,2}?)(?:\s*,?\s*(?i:actually|too|as well|please|pls))?$"
 )
@@ -189,6 +192,7 @@ def _added(key: str, item: str, known: Mapping[str, Any], said: Mapping[str, Fac
     """One more item for a list the user already has (known, or said in this message)."""
     if key not in known and key not in said:
         return None
+    item = re.sub(r"(?<![A-Za-z])['‘’]|['‘’](?![A-Za-z])", "", item)  # stress quotes
     return Fact(
         key=key, value=[item], type=VOCABULARY[key].type, confidence=0.75, source="user_stated"
     )

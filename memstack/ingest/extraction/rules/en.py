@@ -12,6 +12,7 @@ import re
 from memstack.core.facts.vocabulary import LANGUAGES
 from memstack.ingest.extraction.rules.engine import NICKNAME, Rule, cut, rule
 from memstack.ingest.extraction.rules.lexicon import (
+    DEPARTMENTS_EN,
     DIETS_EN,
     KIN_EN,
     NOT_NAMES,
@@ -26,7 +27,7 @@ PLACE = r"[A-Z][\w'.-]*(?:\s+[A-Z][\w'.-]*){0,2}"
 _PHRASE = r"[A-Za-z][\w-]*(?:\s+[\w-]+){0,3}?"
 _PHRASE_END_JOB = (
     r"(?=$|[,.;!?]|\s+(?:at|in|for|and|but|with|since|from|now|on|next|this|starting|tomorrow"
-    r"|today|gig|job|position|role|it's|its)\b)"
+    r"|today|gig|job|position|role|it's|its|so|because|though)\b)"
 )
 _PHRASE_END = (
     r"(?=$|[,.;!?]|\s+(?:at|in|for|and|but|with|since|from|now|on|next|this|starting|tomorrow"
@@ -52,9 +53,26 @@ def introduced(sentence: str) -> bool:
     return _INTRO.match(sentence) is not None
 
 
+# A bare job and a city as the whole clause: "design student in Nashik", "welder in Jos here".
+_JOB_IN_PLACE = re.compile(rf"\s+in\s+{PLACE}\s*(?:(?i:here)\b|[,.;!—-]|$)")
+
+
+# "my friend, a teacher in Leeds, ...": the job and the city are the friend's.
+_APPOSED = re.compile(r"(?i:\b(?:my|our|his|her|their)\s+[\w'-]+(?:\s+[\w'-]+)?,\s*(?:an?\s+)?)$")
+
+
+def apposed(sentence: str, start: int) -> bool:
+    """Whether the words at ``start`` describe someone the user just named."""
+    return _APPOSED.search(sentence[:start]) is not None
+
+
 def _job(m: re.Match[str], sentence: str) -> str | None:
-    """An occupation; an apposition ("I'm Ben, accountant in Leeds") only in an intro."""
-    if m.group("v3") and not introduced(sentence):
+    """An occupation; an apposition ("I'm Ben, accountant in Leeds") only in an intro or
+    as a telegraphic "<job> in <city>" clause, which only the user writes of themselves."""
+    if m.group("v3") and (
+        apposed(sentence, m.start())
+        or not (introduced(sentence) or _JOB_IN_PLACE.match(sentence, m.end()))
+    ):
         return None
     v = next(g for g in (m.group("v"), m.group("v2"), m.group("v3"), m.group("v4")) if g)
     v = re.sub(r"^\S+-based\s+", "", v)  # "Vienna-based vet": the place is the city's
@@ -238,7 +256,8 @@ RULES: tuple[Rule, ...] = (
     ),
     rule(
         "likes",
-        r"^(?i:(?:also|really|totally|and)\s+)*(?i:love|enjoy|adore)\s+(?!(?:it|that|this|you)\b)",
+        r"^(?i:(?:also|really|totally|and)\s+)*(?i:love|enjoy|adore|(?:a\s+)?(?:big|huge)\s+fan\s+of)"
+        r"\s+(?!(?:it|that|this|you)\b)",
         statements_only=True,
     ),
     # A sentence opening with the feeling has the user as speaker: "can't stand X though".
@@ -379,20 +398,21 @@ RULES: tuple[Rule, ...] = (
         rf"|(?i:\b(?:just\s+)?(?:swapped|traded|left)\s+){PLACE}\s+(?i:for)\s+(?P<v9>{PLACE})",
         0.8,
         statements_only=True,
-        value=lambda m, s: proper_name(
-            next(v for k, v in m.groupdict().items() if v and k[0] == "v")
+        value=lambda m, s: (
+            None
+            if apposed(s, m.start())
+            else proper_name(next(v for k, v in m.groupdict().items() if v and k[0] == "v"))
         ),
         claims=False,  # "nurse in Munich" also holds the occupation
     ),
     rule(
         "occupation",
-        r"(?i:\bI\s+(?:work|am working|'m working|now work|(?:just\s+)?started|start|'m starting"
-        r"|am starting)(?:\s+(?:remote(?:ly)?|full-time|part-time|freelance))?"
+        r"(?i:(?:\bI\s+|(?<=[,.]\s))(?:work|am working|'m working|now work|(?:just\s+)?started"
+        r"|start|'m starting|am starting)(?:\s+(?:remote(?:ly)?|full-time|part-time|freelance))?"
         r"(?:\s+(?:work(?:ing)?\s+)?(?:at|for|in)\s+[^,.;]{1,30}?)?\s+as"
         # "already landed a lifeguard gig", "I work in HR": the role by other words
         r"|\b(?:landed|got|started)\s+(?:a|an|the)(?=\s+[\w-]+(?:\s+[\w-]+)?\s+(?:gig|job|position|role)\b)"
-        r"|\bI\s+work\s+in(?=\s+(?:HR|IT|marketing|sales|finance|accounting|recruiting|logistics"
-        r"|procurement|compliance|PR|admin|operations|customer\s+service)\b)"
+        rf"|\bI(?:\s+work|'m|\s+am)\s+in(?=\s+(?:{DEPARTMENTS_EN})\b)"
         r"|\bI\s+(?:just\s+)?(?:got|landed)\s+(?:a|the)\s+job\s+as"
         r"|(?:\bI\s+|^|(?<=,\s))(?:just\s+)?got\s+hired\s+as"
         r"|\bmy\s+(?:job|occupation|profession)\s+is)"

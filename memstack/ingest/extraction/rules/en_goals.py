@@ -17,7 +17,11 @@ _NOT_GOALS = re.compile(
     r"^(?i:help|advice|ideas?|suggestions?|recommendations?|more|to|it|that|this|something"
     r"|anything|someone|somebody|you|info|information|answers?)\b"
     r"|^(?i:time|money|sleep|rest|refunds?|favou?r|hand|hug|vacation|holiday|nap|drink|coffee"
-    r"|break|minute|moment|second|job|space|privacy|quiet|haircut|ride|seat)$"
+    r"|break|minute|moment|second|job|space|privacy|quiet|haircut|ride|seat|prices|options"
+    r"|notes)$"
+    # a stretch of time a budget covers: "€15,000 for the first year"
+    r"|^(?i:(?:first|next|last|whole|entire|full|coming)\s+)?(?:years?|months?|weeks?|weekends?"
+    r"|semesters?|terms?|days?|nights?|summer|winter)(?:\s+(?:including|of|abroad|there)\b|$)"
 )
 _GOAL_STOP = re.compile(
     r"[,.;!?:()\"]|\s(?i:for|under|below|around|within|with|that|which|to|so|because|but|and"
@@ -52,11 +56,15 @@ RULES: tuple[Rule, ...] = (
         r"|\bI(?:\s+(?:really\s+|just\s+|also\s+)?(?:want|need|plan|intend|would like|hope)"
         r"|'d\s+(?:like|love)"
         r"|(?:'m|\s+am)\s+(?:going|hoping|planning|trying))\s+to\s+(?:buy|get|purchase|find|order|rent|book)\s+"
+        r"(?:(?:him|her|them|us|me)\s+(?=(?:an?|some|new)\s))?"
         r"|\bI(?:'d|\s+would)\s+rather\s+(?:get|buy|have|go\s+with)\s+|\bI(?:'m|\s+am)\s+after\s+(?=an?\s)"
         # Chat drops the "I'm": "Trying to find a chef's knife", "hoping to get a tent".
         rf"|(?:^|(?<=[,.]\s)){ADVERB}(?:trying|hoping|planning|looking|wanting)\s+to\s+"
         r"(?:buy|get|purchase|find|order|rent|book)\s+(?=(?:an?|some|new)\s)"
         r"|\bthinking\s+(?:of|about)\s+(?:buying|getting)\s+|\bin the market for\s+"
+        # "I'm comparing car insurance", "looking into pension plans": weighing what to buy
+        r"|\b(?:I'm|I\s+am|we're|(?<=[,.]\s)|^)\s*(?:also\s+|now\s+)?(?:comparing|looking\s+into"
+        r"|researching)\s+(?!(?:it|this|that|them|how|what|why|where|whether|if)\b)"
         r"|\b(?:pricing\s+out|shopping\s+around\s+for|saving\s+(?:up\s+)?for)\s+"
         r"|\btreat(?:ing)?\s+myself\s+to\s+"
         r"|\bbud(?:get|eget|egt|gt|gte)\b(?:[^.;]|\.(?=\d)){0,40}?\bfor\s+(?=(?:an?|the|my|our)\s)"

@@ -123,7 +123,10 @@ RULES: tuple[Rule, ...] = (
         "diet",
         r"(?i:\b(?:I|we)(?:'m|'re|\s+am|\s+are|'ve\s+been|\s+have\s+been)\s+(?:(?:a|an|now|strictly|fully|mostly|also|still|both"
         r"|pretty much)\s+)*"
-        rf"|\bI\s+(?:eat|cook|keep|went|go|follow|do)\s+(?:(?:only|strictly|a|the)\s+)?"
+        rf"|\bI\s+(?:eat|cook|keep|went|go|follow|do)\s+(?:(?:only|strictly|a|the|fully|completely)\s+)?"
+        # "…, went fully vegetarian last year", "long-time vegetarian though"
+        r"|(?:^|(?<=,\s))(?:went|turned)\s+(?:fully\s+|completely\s+)?"
+        r"|(?:^|(?<=,\s))(?:long-?time|lifelong)\s+"
         r"|(?:^|(?<=,\s))(?:eat|eating)\s+(?:only\s+|strictly\s+)?)"
         # Hyphened qualifiers stay with the diet ("semi-vegetarian"); "non-vegan" is no diet.
         rf"(?P<v>(?i:(?:(?!non-|ex-)[a-z]+-)*(?:{DIETS_EN})))\b"
@@ -249,8 +252,8 @@ RULES: tuple[Rule, ...] = (
     ),
     rule(
         "pets",
-        r"(?i:\b(?:I|we)(?:'ve\s+got|\s+(?:also\s+|still\s+)?(?:have|have got|got|own|adopted"
-        r"|rescued))\s+|\bliving\s+with\s+|^(?:also\s+)?(?:got|have)\s+)"
+        r"(?i:\b(?:I|we)(?:'ve\s+got|\s+(?:also\s+|still\s+|already\s+)?(?:have|have got|got|own"
+        r"|adopted|rescued))\s+|\bliving\s+with\s+|^(?:also\s+)?(?:got|have)\s+)"
         rf"(?P<n>(?i:a|an|one|two|three|\d))\s+(?P<animal>{_ANIMAL})"
         rf"(?:,?\s+(?i:named|called)\s+(?P<name>{NAME}))?",
         0.85,

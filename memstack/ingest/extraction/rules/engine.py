@@ -64,7 +64,7 @@ _STOP_WORDS = frozenset(
 )
 _VERBISH = re.compile(
     r"(?i:\b(?:is|are|was|were|be|been|am|has|have|had|do|does|did|can|could|will|would"
-    r"|should|get|gets|got|makes?|looks?|feels?)\b|'s\b|'re\b|\b\w+ing\s+to\b)"
+    r"|should|get|gets|got|makes?|looks?|feels?|matters?)\b|'s\b|'re\b|n't\b|\b\w+ing\s+to\b)"
 )
 _HARD_STOP = re.compile(
     r"[，；;：:。！？!?\n]|但是|可是|因为|所以|不过|而且|并且|然后|预算|〔"
@@ -179,7 +179,8 @@ _VAGUE_TAIL = re.compile(
     r"(?i:\s+at\s+all|\s+whatsoever"
     r"|(?:\s*,?\s*(?:and|or)\s+|^)(?:stuff|things|everything|anything|something|whatnot)"
     r"(?:\s+(?:like\s+(?:that|this|it)|of\s+(?:that|the)\s+(?:sort|kind)))?"
-    r"|\s*,?\s*(?:etc\.?|and so on|and the like|or whatever|or so))$"
+    r"|\s*,?\s*(?:etc\.?|and so on|and the like|or whatever|or so)"
+    r"|\s+(?:really|mostly|mainly|honestly|tbh))$"
 )
 # A list item is a thing; a degree word opens a judgement about one, not a thing:
 # "I don't like cruises, way too crowded", "不喜欢那家，太吵了".
@@ -191,6 +192,12 @@ _JUDGEMENT = re.compile(
 _DISCOURSE = re.compile(r"^(?i:(?:actually|well|ok|okay|so|oh|honestly|anyway|and|but)[,\s]+)+")
 # "我喜欢的那款…": 的 after the verb makes a relative clause, so nothing after it is liked.
 _RELATIVE = re.compile(r"^的")
+# What an allergy does to one, never what one is allergic to.
+_SYMPTOM = re.compile(
+    r"(?i:\b(?:hives|rash(?:es)?|swelling|itch(?:ing|y)?|anaphylaxis|anaphylactic|sneezing"
+    r"|wheezing|breakouts?|bloating|cramps|headaches?|puffy|reactions?)\b)"
+    r"|起疹子|红疹|过敏反应|浮肿|发痒|瘙痒|打喷嚏|休克"
+)
 _LIST_KEYS = frozenset({"likes", "dislikes", "focus", "do_not_recommend", "allergies"})
 
 
@@ -234,6 +241,8 @@ def _tidy(value: str, key: str) -> str | None:
         v = re.sub(r"(?:啥的|啥|什么的|之类的?|等等|的东西|的玩意儿?)$", "", v).strip()
         if key == "allergies":  # "allergic to penicillin and to cats"
             v = re.sub(r"^(?i:to|of)\s+", "", v)
+            # "allergic to sesame, proper hives": how it shows is no allergen
+            v = ",".join(p for p in v.split(",") if not _SYMPTOM.search(p.strip()))
         # "hate crowds too", "salsa dancing 💃": an adding word or an emoji closes the item
         v = re.sub(
             r"(?i:\s+(?:too|as well|also))$|\s*[\U0001F300-\U0001FAFF\u2600-\u27BF]+$", "", v

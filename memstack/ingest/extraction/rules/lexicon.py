@@ -106,7 +106,18 @@ OCCUPATION_EN = alternation(
     "barber butcher baker tailor florist gardener landscaper courier postman miner fisherman "
     "streamer youtuber influencer blogger hygienist sommelier pianist violinist animator "
     "illustrator copywriter optician interpreter attendant dispatcher bookkeeper receptionist "
-    "anesthetist anaesthetist sonographer phlebotomist"
+    "anesthetist anaesthetist sonographer phlebotomist radiographer beekeeper servant "
+    "shopkeeper storekeeper tech"
+)
+# A team one works in rather than a place: "I'm in QA", "I work in HR". The acronyms keep
+# their case so that "I'm in it" stays a pronoun.
+DEPARTMENTS_EN = (
+    r"(?-i:HR|IT|QA|PR|R&D)|"
+    + alternation(
+        "marketing sales finance accounting recruiting logistics procurement compliance admin "
+        "operations ops support legal"
+    )
+    + r"|customer\s+service"
 )
 
 # --- animals ----------------------------------------------------------------------------------

@@ -50,10 +50,10 @@ _EN = (
         rf"\b(?P<name>{_NAME_EN})(?:,\s*|\s+\(|\s+is\s+)(?i:my|our)\s+"
         rf"(?P<animal>(?:[\w-]+\s+){{0,2}}?{_ANIMAL})\b"
     ),
-    # "two rescue greyhounds, Luna and Blitz", "a tabby named Oreo"
+    # "two rescue greyhounds, Luna and Blitz", "a tabby named Oreo", "two cats Noor and Zaitoon"
     re.compile(
         rf"(?i:\b(?:a|an|one|two|three|\d)\s+)(?P<animal>(?:[\w-]+\s+){{0,2}}?{_ANIMAL})s?"
-        rf"(?:,\s*|\s+(?:named|called)\s+)(?P<names>{_NAMES_EN})\b"
+        rf"(?:,\s*|\s+(?:named|called)\s+|\s+(?={_NAMES_EN}))(?P<names>{_NAMES_EN})\b"
     ),
 )
 _NAMING_ZH = r"(?:名字)?(?:叫|名叫|叫做|取名(?:叫)?|起名(?:叫)?|名字是)"
@@ -76,6 +76,12 @@ _ZH_IS = re.compile(
 
 _KIN = rf"(?i:{KIN_EN})"
 _FAMILY_EN = (
+    # "twin daughters, Hana and Lina", "my sons Leo and Max": several of one relation
+    re.compile(
+        rf"(?i:\b(?:my|our|two|three|four|twin)\s+(?:twin\s+|little\s+|older\s+|younger\s+)?)"
+        rf"(?P<rel>{_KIN})(?<=[sn])(?:,\s*|\s+(?:named|called)\s+|\s+)"
+        rf"(?P<names>{_NAME_EN}(?:,\s*{_NAME_EN})*\s+and\s+{_NAME_EN})\b"
+    ),
     # "my brother Mateusz", "our son, called Leo", "wife's name is Aiko"
     re.compile(
         rf"(?i:\b(?:my|our)\s+)?(?P<rel>{_KIN})(?:'s\s+name\s+is\s+|,?\s+(?:named|called)\s+|,\s*|\s+)"
@@ -110,18 +116,28 @@ def named_family(sentence: str) -> list[str]:
             names = m.groupdict().get("names") or m.group("name")
             if names.casefold() in _NOT_NAMES:
                 continue
+            rel = m.group("rel") if zh else one_relative(m.group("rel"))
             for name in re.split(r",\s*|\s+and\s+", names):
-                items.append(f"{m.group('rel').casefold() if not zh else m.group('rel')}: {name}")
+                items.append(f"{rel}: {name}")
     return _unique(items)
 
 
 _NOT_NAMES = frozenset("is was and but so the a an who which that".split())
 
 
+def one_relative(rel: str) -> str:
+    """ "daughters" → "daughter", "children" → "child": each name is one relative."""
+    rel = rel.casefold()
+    if rel == "children":
+        return "child"
+    return rel[:-1] if rel.endswith("s") and not rel.endswith("ss") else rel
+
+
 def _bare(animal: str) -> str:
     """ "greyhounds" → "greyhound", "我家狗子" → "狗": one animal, as the user calls it."""
     if animal.isascii():
-        return re.sub(r"(?i)(?<=[a-z])s$", "", animal.strip())
+        animal = re.sub(r"(?i)^(?:a|an|one|two|three|four|\d+)\s+", "", animal.strip())
+        return re.sub(r"(?i)(?<=[a-z])s$", "", animal)
     return re.sub(r"^(?:我家|咱家|家里|我的|家的|养的|一|只|条)+|子$", "", animal)
 
 
@@ -158,7 +174,13 @@ def _named_pets(sentence: str) -> list[str]:
         return []
     for pattern in _EN:
         for m in pattern.finditer(sentence):
-            if _someone_else(sentence, m.start()):
+            # "my husband and our two cats, …": "our" makes them the user's whoever leads
+            ours = re.search(r"(?i:\b(?:my|our)\s+)$", sentence[: m.start()])
+            if (
+                _someone_else(sentence, m.start())
+                and not ours
+                and not re.match(r"(?i:my|our)\b", m.group())
+            ):
                 continue
             names = m.groupdict().get("names") or m.group("name")
             for name in re.split(r",\s*|\s+and\s+", names):

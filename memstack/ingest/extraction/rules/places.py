@@ -16,6 +16,7 @@ import re
 
 from memstack.core.facts.fact import Fact
 from memstack.ingest.extraction.rules.en import PLACE, proper_name
+from memstack.ingest.extraction.rules.lexicon import DEPARTMENTS_EN
 from memstack.ingest.extraction.rules.sentences import other_subject
 from memstack.ingest.extraction.rules.zh_words import place
 
@@ -53,12 +54,16 @@ _HOME_EN = re.compile(
     r"|\bmoved\s+(?:back\s+|over\s+|up\s+|down\s+)?(?:to|into)"
     r"|\b(?:bought|rent(?:ed)?|renting|own)\s+(?:a|an|our|my)\s+(?:\w+\s+)?(?:house|flat|apartment|condo"
     r"|place|home)\s+in"
-    r"|\b(?:my|our)\s+(?:\w+\s+)?(?:place|flat|apartment|condo|house|home)\s+in)"
+    r"|\b(?:my|our|the\s+new)\s+(?:\w+\s+)?(?:place|flat|apartment|condo|house|home)\s+in"
+    # "I'm still here in Nairobi", "cooking for the kids here in Kaduna"
+    r"|\bhere\s+in"
+    r"|(?P<household>\bwith\s+(?:me|us)\s+in))"
     rf"\s+(?P<v>{PLACE})"
 )
 _NOT_A_PLACE_EN = re.compile(
     r"^(?i:the|a|an|my|our|this|that|love|charge|trouble|town|bed|shape|line|time|school|college"
     r"|class|office|hospital|touch|luck|debt|pain|favor|favour|between|here|there|it|one|two)$"
+    rf"|^(?:{DEPARTMENTS_EN})$"
 )
 
 
@@ -93,7 +98,8 @@ def _en(view: str) -> str | None:
         if v is None or _NOT_A_PLACE_EN.match(v.split()[0]):
             continue
         clause = view[max(0, view.rfind(",", 0, m.start()) + 1) : m.start() + 1]
-        if other_subject(clause.strip()):
+        # "my mum lives with us in Enugu" is the user's home whoever the subject is
+        if not m.group("household") and other_subject(clause.strip()):
             continue
         found = v
     return found

@@ -23,6 +23,9 @@ _MARKER = re.compile(
     r"|我是说|准确地说|(?:啊|呃|哦|额)不(?:是|对)?)[，,。.…!！\s]*"
     r"|(?i:(?:[,.;…]\s*|\s*[-–—]+\s*|\s+)(?:sorry|oops|whoops|typo|correction|no wait|wait no|wait"
     r"|I mean|I meant|or rather|my bad|scratch that)\b[,.:!…\s-]*)"
+    # "I'm a pharmacist — well, pharmacy tech": a "well" set off on both sides takes the
+    # word back (the dash reaches here as a comma)
+    r"|(?:[,;]|\s[-–—]+)\s*(?i:well)\s*,\s*"
 )
 # What opens or closes the repair without being part of it.
 _REPAIR_OPEN = re.compile(

@@ -167,7 +167,7 @@ _ONLY_PET_GONE = re.compile(
 
 # An item struck off a list the user has: "scratch the running", "去掉跑步".
 _DROP_ITEM = re.compile(
-    r"(?i:\b(?:scratch|drop|forget|cross\s+off|take\s+off|remove|minus)\s+(?:the\s+)?"
+    r"(?i:\b(?:scratch|scrap|strike|drop|forget|cross\s+off|take\s+off|remove|minus)\s+(?:the\s+)?"
     r"(?P<v>[a-z][\w-]*(?:\s+[\w-]+){0,2}?)(?=\s*(?:[,.;!]|$|\s+(?:bit|part|one|thing|too)\b)))"
     r"|(?:去掉|划掉|删掉|删了)(?P<v2>[\u4e00-\u9fff]{1,8}?)(?=$|[，,。！!]|吧|了)"
     r"|(?:^|(?<=[，,。]))(?:把)?(?P<v3>[\u4e00-\u9fff]{1,8}?)(?:从[^，,。]{1,8}?)?(?:去掉|划掉|删掉|拿掉)"
