@@ -12,7 +12,10 @@ logistic model (L2, its strength chosen by cross-validation over whole cases) le
 P(right) from :func:`memstack.ingest.extraction.rules.confidence.features`; the weights
 go to ``memstack/data/fact_confidence.json``. The report gives the cross-validated
 reliability per confidence bin on the training cases and, with ``--check``, on files the
-model never saw; ``--plot`` draws both as a reliability diagram.
+model never saw; ``--plot`` draws both as a reliability diagram. ``--curve`` adds what
+each ``fact_min_confidence`` would serve, end to end and cross-validated: each fold's
+model scores its held-out cases message by message, a fact below the threshold is a
+candidate (which, as in the store, puts in doubt a current value it would replace).
 """
 
 from __future__ import annotations
@@ -29,15 +32,24 @@ from typing import Any
 
 import numpy as np
 
+from memstack.core.facts.vocabulary import same_value
 from memstack.core.identity import UserIdentity
 from memstack.eval.fact_cases import Case, load_cases, value_match
+from memstack.eval.facts import score, summary
 from memstack.ingest.extraction.rules import RulesExtractor
-from memstack.ingest.extraction.rules.confidence import features, message_signals
+from memstack.ingest.extraction.rules.confidence import (
+    Model,
+    calibrated,
+    features,
+    message_signals,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "memstack" / "data" / "fact_confidence.json"
 L2_GRID = (0.1, 0.3, 1.0, 3.0, 10.0)
 BINS = 10
+MIN_PLOTTED = 8
+THRESHOLDS = (0.0, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 
 @dataclass
@@ -105,9 +117,7 @@ def predict(x: Any, w: Any, b: float) -> Any:
 
 def cross_validated(data: Sequence[Sample], names: Sequence[str], l2: float, k: int) -> Any:
     """Out-of-fold probabilities, folds made of whole cases."""
-    ids = sorted({s.case for s in data})
-    random.Random(7).shuffle(ids)
-    fold = {cid: i % k for i, cid in enumerate(ids)}
+    fold = _folds({s.case for s in data}, k)
     x, y = _matrix(data, names)
     out = np.zeros(len(data))
     for f in range(k):
@@ -115,6 +125,61 @@ def cross_validated(data: Sequence[Sample], names: Sequence[str], l2: float, k: 
         w, b = fit(x[~test], y[~test], l2)
         out[test] = predict(x[test], w, b)
     return out
+
+
+def _folds(ids: set[str], k: int) -> dict[str, int]:
+    order = sorted(ids)
+    random.Random(7).shuffle(order)
+    return {cid: i % k for i, cid in enumerate(order)}
+
+
+def _served(case: Case, model: Model, threshold: float) -> dict[str, Any]:
+    """The case's facts as ingest would serve them at ``threshold``."""
+    rules = RulesExtractor(calibrate=False)
+    speaker = UserIdentity("u", case.identity[0] if case.identity else None, case.identity[1:])
+    known: dict[str, Any] = {}
+    for turn in case.messages:
+        if not speaker.speaks(turn.role, turn.name):
+            continue
+        raw = rules.extract_sync(turn.text, known=dict(known))
+        for f in calibrated(raw, turn.text, known, model):
+            if f.retracts:
+                known.pop(f.key, None)
+            elif f.confidence >= threshold:
+                known[f.key] = f.value
+            elif f.key in known and not _adds_only(known[f.key], f.value):
+                known.pop(f.key)  # a candidate that would replace the value doubts it
+    return known
+
+
+def _adds_only(current: Any, new: Any) -> bool:
+    if same_value(current, new):
+        return True
+    if isinstance(current, list) and isinstance(new, list):
+        return all(any(str(c).casefold() == str(n).casefold() for n in new) for c in current)
+    return False
+
+
+def threshold_curve(cases: Sequence[Case], l2: float, k: int) -> None:
+    """Precision, recall and F1 of the served facts per threshold, cross-validated."""
+    fold = _folds({c.id for c in cases}, k)
+    order: list[Case] = []
+    served: dict[float, list[dict[str, Any]]] = {t: [] for t in THRESHOLDS}
+    for f in range(k):
+        train = samples([c for c in cases if fold[c.id] != f])
+        names = sorted({n for s in train for n in s.x})
+        w, b = fit(*_matrix(train, names), l2)
+        model = Model(weights=dict(zip(names, map(float, w), strict=True)), bias=b)
+        test = [c for c in cases if fold[c.id] == f]
+        order += test
+        for t in THRESHOLDS:
+            served[t] += [_served(c, model, t) for c in test]
+    print("\nserved facts by fact_min_confidence (cross-validated, end to end):")
+    for t in THRESHOLDS:
+        s = summary(score(order, served[t]))
+        print(
+            f"  {t:.1f}: precision {s['precision']:.3f} recall {s['recall']:.3f} F1 {s['f1']:.3f}"
+        )
 
 
 def log_loss(p: Any, y: Any) -> float:
@@ -171,9 +236,15 @@ def plot(path: Path, curves: dict[str, list[tuple[float, float, int]]]) -> None:
         d.text((pad + i / 10 * span - 8, size - pad + 6), f"{i / 10:.1f}", fill="black")
         d.text((pad - 30, size - pad - i / 10 * span - 6), f"{i / 10:.1f}", fill="black")
     d.text((size / 2 - 60, size - 24), "confidence (model)", fill="black")
+    d.text(
+        (pad, size - pad + 20),
+        f"bins of 0.1; circles sized by facts; bins under {MIN_PLOTTED} left out",
+        fill=(90, 90, 90),
+    )
     d.text((8, pad - 40), "share of facts right", fill="black")
     colours = [(31, 119, 180), (214, 39, 40), (44, 160, 44)]
-    for (name, rows), colour in zip(curves.items(), colours, strict=False):
+    for (name, all_rows), colour in zip(curves.items(), colours, strict=False):
+        rows = [r for r in all_rows if r[2] >= MIN_PLOTTED]  # a bin of two says nothing
         points = [at(c, a) for c, a, _ in rows]
         if len(points) > 1:
             d.line(points, fill=colour, width=2)
@@ -194,9 +265,11 @@ def main(argv: Sequence[str]) -> int:
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--plot", type=Path)
+    ap.add_argument("--curve", action="store_true", help="also the served-facts threshold curve")
     args = ap.parse_args(argv)
 
-    train = samples([c for f in args.train for c in load_cases(f)])
+    cases = [c for f in args.train for c in load_cases(f)]
+    train = samples(cases)
     names = sorted({n for s in train for n in s.x})
     y = np.array([1.0 if s.right else 0.0 for s in train])
     best = min(L2_GRID, key=lambda l2: log_loss(cross_validated(train, names, l2, args.folds), y))
@@ -224,6 +297,8 @@ def main(argv: Sequence[str]) -> int:
     if args.plot:
         plot(args.plot, curves)
         print(f"wrote {args.plot}")
+    if args.curve:
+        threshold_curve(cases, best, args.folds)
     return 0
 
 

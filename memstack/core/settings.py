@@ -143,7 +143,7 @@ class Settings(BaseSettings):
         default="rules", description="Fact extractor; llm needs llm_url and falls back to rules."
     )
     fact_min_confidence: float = Field(
-        default=0.8,
+        default=0.6,
         ge=0.0,
         le=1.0,
         description="A fact extracted with a lower confidence is kept as a candidate (listed, "

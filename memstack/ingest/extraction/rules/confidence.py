@@ -247,10 +247,13 @@ def shipped_model() -> Model | None:
     return Model(weights=dict(data["weights"]), bias=float(data["bias"]))
 
 
-def calibrated(facts: Sequence[Fact], text: str, known: Mapping[str, Any]) -> list[Fact]:
-    """``facts`` with each stated value's confidence replaced by the model's probability
-    that it is right (rounded to 0.01); withdrawals unchanged."""
-    model = shipped_model()
+def calibrated(
+    facts: Sequence[Fact], text: str, known: Mapping[str, Any], model: Model | None = None
+) -> list[Fact]:
+    """``facts`` with each stated value's confidence replaced by the probability that it
+    is right (rounded to 0.01) under ``model`` (default: the shipped one); withdrawals
+    unchanged."""
+    model = model or shipped_model()
     if model is None or not facts:
         return list(facts)
     msg = message_signals(text)
