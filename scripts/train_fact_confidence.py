@@ -2,12 +2,13 @@
 
     .venv/bin/python scripts/train_fact_confidence.py \\
         --train eval-data/facts/calibration*.jsonl \\
-        [--check eval-data/facts/adversarial_holdout.*.jsonl] [--plot docs/img/x.png]
+        [--check eval-data/facts/adversarial_holdout.*.jsonl] [--plot docs/img/x.png] [--curve]
 
 Each case is read as ingest reads it (only the user's own turns, known facts carried
-from message to message), with the rules' own priors. The fact that sets a scored key's
-final value is a sample: right when it matches the case's expected value, wrong when the
-key must be absent or the value differs; keys a case does not score are left out. A
+from message to message), with the rules' own priors. A fact of the user's last message
+that sets a scored key's final value is a sample: right when it matches the case's
+expected value, wrong when the key must be absent or the value differs; keys a case does
+not score are left out. A
 logistic model (L2, its strength chosen by cross-validation over whole cases) learns
 P(right) from :func:`memstack.ingest.extraction.rules.confidence.features`; the weights
 go to ``memstack/data/fact_confidence.json``. The report gives the cross-validated
@@ -60,16 +61,22 @@ class Sample:
 
 
 def samples(cases: Sequence[Case]) -> list[Sample]:
-    """One sample per scored key whose final value an extraction set."""
+    """One sample per scored key whose final value the user's last message set.
+
+    The labels say what holds at the end of a case. A value set earlier and later
+    changed in words the rules miss would count against a statement that was right
+    when it was made, and teach the model that short, early statements are unreliable.
+    """
     rules = RulesExtractor(calibrate=False)
     out: list[Sample] = []
     for case in cases:
         speaker = UserIdentity("u", case.identity[0] if case.identity else None, case.identity[1:])
+        own = [t for t in case.messages if speaker.speaks(t.role, t.name)]
         known: dict[str, Any] = {}
         setter: dict[str, dict[str, float]] = {}
-        for turn in case.messages:
-            if not speaker.speaks(turn.role, turn.name):
-                continue
+        for turn in own:
+            if turn is own[-1]:
+                setter = {}  # only what the last message states is scored
             facts = rules.extract_sync(turn.text, known=dict(known))
             msg = message_signals(turn.text)
             for f in facts:

@@ -15,6 +15,7 @@ from pathlib import Path
 from memstack.eval.fact_cases import load_cases
 from memstack.ingest.extraction.rules import RulesExtractor
 from memstack.ingest.extraction.rules.confidence import (
+    MAX_READ,
     Model,
     calibrated,
     features,
@@ -49,8 +50,8 @@ def test_the_extractor_reports_the_models_probability() -> None:
     assert {f.key for f in out} == {f.key for f in raw} >= {"occupation", "allergies"}
     msg = message_signals(text)
     for f, r in zip(out, raw, strict=True):
-        assert f.confidence == round(model.probability(features(r, msg, {}, len(raw))), 2)
-        assert 0.0 < f.confidence < 1.0
+        p = model.probability(features(r, msg, {}, len(raw)))
+        assert f.confidence == min(round(p, 2), MAX_READ) and 0.0 < f.confidence < 1.0
 
 
 def test_a_withdrawal_keeps_its_confidence() -> None:
@@ -61,3 +62,5 @@ def test_a_withdrawal_keeps_its_confidence() -> None:
     assert calibrated(raw, text, {"city": "Leeds"}, certain_no) == raw
     stated = RulesExtractor(calibrate=False).extract_sync("I live in Leeds")
     assert calibrated(stated, "I live in Leeds", {}, certain_no)[0].confidence == 0.0
+    certain_yes = Model(weights={}, bias=30.0)
+    assert calibrated(stated, "I live in Leeds", {}, certain_yes)[0].confidence == MAX_READ

@@ -27,14 +27,26 @@ from sqlalchemy import func, select
 
 from memstack import AsyncMemory, Settings, UserIdentity, ValidationError
 from memstack.core.settings import load_settings
+from memstack.ingest.extraction.rules import confidence
 from memstack.stores.sql import db
 from memstack.stores.sql.ledger import dialect_insert
 from memstack.stores.sql.models import CandidateRow
 from tests.conftest import PG_ADMIN_URL, make_settings, new_id
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
-# Above the rule extractor's 0.85 for a city or an occupation: those become candidates.
+# Above the rules' own 0.85 for a city or an occupation, below their 0.95 for a budget:
+# cities and jobs become candidates, the budget a fact.
 REVIEW = {"fact_min_confidence": 0.9}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def rule_priors() -> Iterator[None]:
+    """The rules' own confidences, not the shipped model's, which move with each fit."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(confidence, "shipped_model", lambda: None)
+        yield
+
+
 DISPLAY_NAME, ALIASES = "Alice Smith", ["Al", "アリス"]
 
 

@@ -63,6 +63,7 @@ _NEGATION = re.compile(
     r"不|没|别|无|非|(?i:\b(?:not|no|never|don't|dont|doesn't|isn't|can't|won't)\b|n't\b)"
 )
 _PEOPLE = re.compile(rf"{KIN_ZH}|{OTHERS_ZH}|他|她|(?i:\b(?:{KIN_EN}|{OTHERS_EN}|he|she|they)\b)")
+MAX_READ = 0.99
 _BASES = (0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
 
 
@@ -115,8 +116,11 @@ def _span(text: str, value: Any) -> tuple[int, int] | None:
 
 _ENDS = "，,。.!！?？;；\n"
 # More of a list after its last item read: "…和跑步，还有瑜伽", "…, and battle passes".
+# Not a conjunction opening a new statement: "…peanuts and my budget is…", "…和我老公…".
 _MORE_ITEMS = re.compile(
-    r"^[^。.!！?？\n]{0,6}?(?:、|和|跟|及|以及|还有|另外|(?i:\band\b|\bor\b|\bplus\b|&))"
+    r"^[^。.!！?？\n]{0,6}?(?:、|(?:和|跟|及|以及|还有|另外)(?![我你他她它])"
+    r"|(?i:\b(?:and|or|plus)\b|&)(?!\s+(?i:I|I'm|I've|my|me|we|our|you|your|he|she|they|it|"
+    r"it's|the|this|that|his|her|their)\b))"
 )
 _AMOUNT = re.compile(
     r"\d[\d,.]*\s*[kKwW万千]?|[一二两三四五六七八九十][零一二两三四五六七八九十百千万]+"
@@ -251,8 +255,8 @@ def calibrated(
     facts: Sequence[Fact], text: str, known: Mapping[str, Any], model: Model | None = None
 ) -> list[Fact]:
     """``facts`` with each stated value's confidence replaced by the probability that it
-    is right (rounded to 0.01) under ``model`` (default: the shipped one); withdrawals
-    unchanged."""
+    is right (rounded to 0.01, at most ``MAX_READ``) under ``model`` (default: the
+    shipped one); withdrawals unchanged."""
     model = model or shipped_model()
     if model is None or not facts:
         return list(facts)
@@ -263,5 +267,6 @@ def calibrated(
             out.append(fact)
             continue
         p = model.probability(features(fact, msg, known, len(facts)))
-        out.append(fact.model_copy(update={"confidence": round(p, 2)}))
+        # 1.0 is what a person's confirmation gives; a reading is never quite that sure
+        out.append(fact.model_copy(update={"confidence": min(round(p, 2), MAX_READ)}))
     return out
