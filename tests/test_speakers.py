@@ -5,11 +5,13 @@ Services and embedded alike."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from memstack import AsyncMemory, InvalidContent, Memory, NotFound, Settings, ValidationError
 from memstack.core.identity import MAX_ALIASES
+from memstack.eval.fact_cases import load_cases
 from tests.conftest import _cleanup, new_id
 from tests.test_api import serve
 
@@ -132,3 +134,27 @@ def test_llama_index_authors_keep_their_names(any_settings: Settings) -> None:
     finally:
         mem._run(_cleanup(mem.aio))
         mem.close()
+
+
+async def test_no_other_speakers_turn_of_the_labelled_cases_gives_the_user_a_fact(
+    embedded_settings: Settings,
+) -> None:
+    """Every turn of another named participant in eval-data/facts (hundreds, by many
+    writers, in both languages), said on its own: the user gets no fact and no candidate."""
+    turns = [
+        (case.id, turn)
+        for path in sorted(Path(__file__).parents[1].glob("eval-data/facts/*.jsonl"))
+        for case in load_cases(path)
+        for turn in case.messages
+        if turn.role == "user" and turn.name and turn.name not in case.identity
+    ]
+    assert len(turns) > 200
+    async with await AsyncMemory.open(embedded_settings) as m:
+        u = new_id("u")
+        for i, (case_id, turn) in enumerate(turns):
+            await m.remember(
+                u, case_id, "user", turn.text, name=turn.name, ts=T0 + timedelta(minutes=i)
+            )
+        await m.drain(summarize=False)
+        assert await m.facts(u) == [] and await m.candidates(u, status="all") == []
+        assert len(await m.messages(u, turns[0][0])) >= 1  # said, kept, not the user's
