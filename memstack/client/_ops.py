@@ -40,13 +40,16 @@ from memstack.client._wire import (
 )
 from memstack.core.errors import ValidationError
 from memstack.core.identity import check_identity
-from memstack.core.ids import DEFAULT_NAMESPACE, validate_id, validate_msg_id
+from memstack.core.ids import (
+    DEFAULT_NAMESPACE,
+    validate_candidate_id,
+    validate_id,
+    validate_msg_id,
+)
 from memstack.core.time import Timestamp
 
 FACT_TIMES = ("valid_from", "valid_until")
 CANDIDATE_TIMES = ("said_at", "decided_at")
-# Row ids are 64-bit: the library refuses a larger candidate id, and so does the route.
-MAX_CANDIDATE_ID = 2**63 - 1
 DOCUMENT_TIMES = ("created_at", "updated_at")
 KB_DOCUMENTS = "/v1/knowledge/documents"
 # memstack.knowledge's Progress: (documents done, documents in total, its result).
@@ -264,16 +267,8 @@ def candidates(
 
 
 def _candidate_path(user_id: str, candidate_id: int, decision: str) -> str:
-    if (
-        isinstance(candidate_id, bool)
-        or not isinstance(candidate_id, int)
-        or not 1 <= candidate_id <= MAX_CANDIDATE_ID
-    ):
-        raise ValidationError(
-            f"candidate_id must be a whole number from 1 to {MAX_CANDIDATE_ID}, "
-            f"got {candidate_id!r}"
-        )
-    return user_path(user_id, "candidates", str(candidate_id), decision)
+    wanted = validate_candidate_id(candidate_id)
+    return user_path(user_id, "candidates", str(wanted), decision)
 
 
 def confirm_candidate(user_id: str, candidate_id: int) -> Call[StoredFact]:

@@ -12,7 +12,7 @@ import hashlib
 import re
 import uuid
 
-from memstack.core.errors import InvalidId
+from memstack.core.errors import InvalidId, ValidationError
 
 MAX_ID_LEN = 128
 # A knowledge-base namespace is an id too, kept shorter.
@@ -122,3 +122,17 @@ def text_hash(text: str) -> str:
     nothing else in the code base hashes text.
     """
     return hashlib.md5(text.encode("utf-8"), usedforsecurity=False).hexdigest()
+
+
+# Candidate ids are 64-bit row ids: a larger number names no candidate, and the database
+# cannot bind it.
+MAX_CANDIDATE_ID = 2**63 - 1
+
+
+def validate_candidate_id(value: object) -> int:
+    """``value`` if it can name a fact candidate, else :class:`ValidationError`."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CANDIDATE_ID:
+        raise ValidationError(
+            f"candidate_id must be a whole number from 1 to {MAX_CANDIDATE_ID}, got {value!r}"
+        )
+    return value

@@ -87,8 +87,6 @@ class StoredMessageOut(MessageOut):
 CandidateStatus = Literal["pending", "confirmed", "rejected", "superseded"]
 # What a listing asks for: one status, or every candidate.
 CandidateFilter = Literal["pending", "confirmed", "rejected", "superseded", "all"]
-# Row ids are 64-bit (memstack.verbs.candidates checks the same bound).
-MAX_CANDIDATE_ID = 2**63 - 1
 
 
 class CandidateOut(BaseModel):

@@ -12,8 +12,8 @@ from typing import Annotated
 
 from pydantic import Field
 
+from memstack.core.ids import MAX_CANDIDATE_ID
 from memstack.server.manage_schemas import (
-    MAX_CANDIDATE_ID,
     CandidateFilter,
     CandidateOut,
     CandidatesOut,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from memstack.core.errors import Conflict, NotFound, ValidationError
 from memstack.core.facts.fact import Fact
 from memstack.core.facts.vocabulary import VOCABULARY
-from memstack.core.ids import validate_id
+from memstack.core.ids import validate_candidate_id, validate_id
 from memstack.core.inputs import check_moment
 from memstack.core.time import Timestamp
 from memstack.stores.sql import candidates as candidate_store
@@ -26,8 +26,6 @@ if TYPE_CHECKING:
     from memstack.stores.redis.working_memory import WorkingMemory
 
 ALL = "all"
-# Row ids are 64-bit: a larger number names no candidate, and the database cannot bind it.
-MAX_CANDIDATE_ID = 2**63 - 1
 
 
 def _statuses(status: object) -> tuple[str, ...]:
@@ -38,19 +36,6 @@ def _statuses(status: object) -> tuple[str, ...]:
         raise ValidationError(f"status must be one of {names}; got {status!r}")
     assert isinstance(status, str)
     return (status,)
-
-
-def _candidate_id(candidate_id: object) -> int:
-    if (
-        isinstance(candidate_id, bool)
-        or not isinstance(candidate_id, int)
-        or not 1 <= candidate_id <= MAX_CANDIDATE_ID
-    ):
-        raise ValidationError(
-            f"candidate_id must be a whole number from 1 to {MAX_CANDIDATE_ID}, "
-            f"got {candidate_id!r}"
-        )
-    return candidate_id
 
 
 class FactCandidates:
@@ -101,7 +86,7 @@ class FactCandidates:
         Returns the current fact. :class:`NotFound` for a candidate the user does not
         have, :class:`Conflict` for one already decided; nothing changes then."""
         validate_id("user_id", user_id)
-        wanted = _candidate_id(candidate_id)
+        wanted = validate_candidate_id(candidate_id)
         async with db.guarded("confirm candidate"):
             now = await self.working.server_time()
             async with self.db_sessions.begin() as s:
@@ -124,7 +109,7 @@ class FactCandidates:
         """Reject a pending candidate: it is kept, ``rejected``, with the time, and never
         served. :class:`NotFound` / :class:`Conflict` as :meth:`confirm_candidate`."""
         validate_id("user_id", user_id)
-        wanted = _candidate_id(candidate_id)
+        wanted = validate_candidate_id(candidate_id)
         async with db.guarded("reject candidate"):
             now = await self.working.server_time()
             async with self.db_sessions.begin() as s:

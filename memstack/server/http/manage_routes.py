@@ -10,11 +10,10 @@ from fastapi import Path, Query
 from pydantic import BaseModel, BeforeValidator, Field, JsonValue, WithJsonSchema
 from starlette.convertors import Convertor, register_url_convertor
 
-from memstack.core.ids import MAX_MSG_ID_LEN, MSG_ID_PATTERN
+from memstack.core.ids import MAX_CANDIDATE_ID, MAX_MSG_ID_LEN, MSG_ID_PATTERN
 from memstack.server.http.params import SESSION, MemoryDep, Route, SessionId, UserId
 from memstack.server.manage_schemas import (
     FACT_KEY_PATTERN,
-    MAX_CANDIDATE_ID,
     CandidateFilter,
     CandidateOut,
     CandidatesOut,

@@ -18,12 +18,11 @@ from urllib.parse import urlencode, urlsplit
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from memstack.core.ids import MAX_CANDIDATE_ID
 from memstack.server.http.params import MemoryDep, UserId
 from memstack.server.ui.render import render
 from memstack.server.ui.text import language_of, words
 
-# Row ids are 64-bit: a larger number names no candidate, and the database cannot bind it.
-MAX_CANDIDATE_ID = 2**63 - 1
 CandidateId = Annotated[int, Path(ge=1, le=MAX_CANDIDATE_ID, description="A fact candidate.")]
 # Which of the user's candidates the page lists: those waiting for a decision (the
 # default), those of one outcome, or every one.
