@@ -159,8 +159,10 @@ class RulesExtractor:
         asks = question_at(seen.current)
         r.statements.append(seen.current if asks is None else seen.current[:asks])
         facts, adds = self._sentence_facts(seen.current, turn, asks, r.known, r.found)
+        # With nothing hidden for the city, the reading just made holds its cities.
+        read = facts if seen.city == seen.current else None
         facts = [f for f in facts if f.key != "city"] + self._city(
-            seen.city, turn, r.known, r.found
+            seen.city, turn, r.known, r.found, read
         )
         if sarcasm:
             # "I just LOVE budget airlines 🙄": its liking (or loathing) is the opposite.
@@ -188,12 +190,21 @@ class RulesExtractor:
             r.found[fact.key] = _merge_within_message(r.found.get(fact.key), fact)
 
     def _city(
-        self, view: str, turn: int | None, known: Mapping[str, Any], found: Mapping[str, Fact]
+        self,
+        view: str,
+        turn: int | None,
+        known: Mapping[str, Any],
+        found: Mapping[str, Fact],
+        read: list[Fact] | None = None,
     ) -> list[Fact]:
         """The city a sentence gives as where the user lives: read with trips, origins and
-        moves to come hidden, by the rules, else by the residence frames of
-        :mod:`.places`."""
-        facts, _ = self._sentence_facts(view, turn, question_at(view), known, found)
+        moves to come hidden, by the rules (``read``: their reading of this very view, if
+        made), else by the residence frames of :mod:`.places`."""
+        facts = (
+            read
+            if read is not None
+            else self._sentence_facts(view, turn, question_at(view), known, found)[0]
+        )
         cities = [f for f in facts if f.key == "city"]
         if cities or question_at(view) == 0:
             return cities
