@@ -63,7 +63,8 @@ _APPOSED = re.compile(r"(?i:\b(?:my|our|his|her|their)\s+[\w'-]+(?:\s+[\w'-]+)?,
 
 def apposed(sentence: str, start: int) -> bool:
     """Whether the words at ``start`` describe someone the user just named."""
-    return _APPOSED.search(sentence[:start]) is not None
+    # the apposition stands just before: a bounded window keeps long inputs linear
+    return _APPOSED.search(sentence[max(0, start - 80) : start]) is not None
 
 
 def _job(m: re.Match[str], sentence: str) -> str | None:

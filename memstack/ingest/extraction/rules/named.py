@@ -175,7 +175,7 @@ def _named_pets(sentence: str) -> list[str]:
     for pattern in _EN:
         for m in pattern.finditer(sentence):
             # "my husband and our two cats, …": "our" makes them the user's whoever leads
-            ours = re.search(r"(?i:\b(?:my|our)\s+)$", sentence[: m.start()])
+            ours = re.search(r"(?i:\b(?:my|our)\s+)$", sentence[max(0, m.start() - 8) : m.start()])
             if (
                 _someone_else(sentence, m.start())
                 and not ours
