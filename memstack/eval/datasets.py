@@ -63,6 +63,14 @@ def _locomo_time(text: str) -> datetime:
     return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
 
 
+def _category(value: object) -> str | None:
+    """A LoCoMo category by number, or named by a set in LoCoMo's format (our Chinese
+    set: "paraphrase", "cross-language", ...); None for the unanswerable ones."""
+    if isinstance(value, str) and value:
+        return value
+    return LOCOMO_CATEGORIES.get(value) if isinstance(value, int) else None
+
+
 def locomo(path: Path, run_id: str) -> Iterator[Conversation]:
     """LoCoMo: speaker A plays the user, speaker B the assistant, each message named by
     its speaker (the questions name people); content keeps the caption of a shared image."""
@@ -96,7 +104,8 @@ def locomo(path: Path, run_id: str) -> Iterator[Conversation]:
         questions = []
         missing = 0
         for qa in sample["qa"]:
-            if qa.get("category") not in LOCOMO_CATEGORIES:
+            category = _category(qa.get("category"))
+            if category is None:
                 continue
             evidence = []
             for ref in qa.get("evidence", []):
@@ -111,7 +120,7 @@ def locomo(path: Path, run_id: str) -> Iterator[Conversation]:
                 questions.append(
                     Question(
                         qa["question"],
-                        LOCOMO_CATEGORIES[qa["category"]],
+                        category,
                         now,
                         tuple(dict.fromkeys(evidence)),
                         str(sample["sample_id"]),
