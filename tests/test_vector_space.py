@@ -1,0 +1,81 @@
+"""Which embedder a deployment's vectors belong to: a new deployment takes the default,
+one written by another embedder keeps it until the documented re-embed, and an explicit
+other embedder is refused with the command that fixes it. Embedded home, real models."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from sqlalchemy import delete
+
+from memstack import AsyncMemory, Settings
+from memstack.core.errors import SchemaMismatch
+from memstack.core.settings import SCORE_CUTS
+from memstack.stores.sql.models import VectorSpaceRow
+from tests.conftest import make_settings, new_id
+
+T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+SAID = ["我上个月把家里的猫送去做了绝育。", "我最近在学大提琴，每周六上课。"]
+
+
+def _home(tmp_path: Path, embedder: str) -> Settings:
+    # One home, one key prefix: each open below is the same deployment.
+    return make_settings(tmp_path, embedder=embedder, key_prefix="vs")
+
+
+async def _first_hit(mem: AsyncMemory, user: str, question: str) -> str:
+    [vector] = await mem.embedder.embed_queries([question])
+    store = await mem.memory_vectors()
+    hits = await store.search(vector, scope={"user_id": user}, top_k=1)
+    return hits[0].text
+
+
+async def _fill(settings: Settings) -> str:
+    user, session = new_id("u"), new_id("s")
+    async with await AsyncMemory.open(settings) as mem:
+        for i, text in enumerate(SAID):
+            await mem.remember(user, session, "user", text, ts=T0.replace(minute=i))
+        await mem.drain()
+    return user
+
+
+async def test_a_new_deployment_takes_e5_and_keeps_it(tmp_path: Path) -> None:
+    async with await AsyncMemory.open(_home(tmp_path, "auto")) as mem:
+        kc, kb = SCORE_CUTS["e5-small"]
+        assert (mem.settings.embedder, mem.settings.kc_threshold, mem.settings.kb_min_score) == (
+            "e5-small",
+            kc,
+            kb,
+        )
+    async with await AsyncMemory.open(_home(tmp_path, "auto")) as again:
+        assert again.embedder.model_version == "multilingual-e5-small-q4"
+
+
+async def test_a_minilm_home_is_refused_then_works_after_the_reembed(tmp_path: Path) -> None:
+    user = await _fill(_home(tmp_path, "minilm"))
+    async with await AsyncMemory.open(_home(tmp_path, "auto")) as kept:
+        assert kept.settings.embedder == "minilm"  # left on the default: its own embedder
+        assert SAID[0] in await _first_hit(kept, user, SAID[0])
+    async with await AsyncMemory.open(_home(tmp_path, "e5-small")) as switched:
+        with pytest.raises(SchemaMismatch, match="memstack reindex"):
+            await _first_hit(switched, user, "她的宠物动了什么手术？")
+        report = await switched.reindex()
+        assert report.messages == len(SAID)
+    async with await AsyncMemory.open(_home(tmp_path, "auto")) as mem:
+        assert mem.settings.embedder == "e5-small"
+        assert "绝育" in await _first_hit(mem, user, "她的宠物动了什么手术？")
+        assert "大提琴" in await _first_hit(mem, user, "Which instrument is she learning?")
+
+
+async def test_a_home_from_before_the_record_stays_on_minilm(tmp_path: Path) -> None:
+    await _fill(_home(tmp_path, "minilm"))
+    async with (
+        await AsyncMemory.open(_home(tmp_path, "minilm")) as mem,
+        mem.db_sessions() as s,
+        s.begin(),
+    ):
+        await s.execute(delete(VectorSpaceRow))  # as a database migrated from 0009
+    async with await AsyncMemory.open(_home(tmp_path, "auto")) as mem:
+        assert mem.settings.embedder == "minilm"
