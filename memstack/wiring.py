@@ -108,23 +108,26 @@ LEGACY_EMBEDDER = "minilm"
 NEW_EMBEDDER = "e5-small"
 
 
-async def settle_embedder(settings: Settings, engine: AsyncEngine) -> Settings:
+async def settle_embedder(
+    settings: Settings, engine: AsyncEngine, *, record: bool = True
+) -> Settings:
     """``settings`` on the embedder whose vectors this deployment holds.
 
     ``auto`` takes the recorded embedder, so a deployment never mixes two vector spaces
     when the default changes: the new default for a new deployment, MiniLM for one
     holding messages from before the record. An explicit embedder stands (a vector
     store written by another refuses it, naming the re-embed); with nothing recorded
-    yet, it is recorded.
+    yet, it is recorded (unless ``record`` is False: a diagnosis writes nothing).
     """
-    sessions, _ = session_factories(engine)
     explicit = settings.embedder != "auto"
-    name = await vector_space.settle(
-        sessions,
-        settings.key_prefix,
-        new=settings.embedder if explicit else NEW_EMBEDDER,
-        legacy=settings.embedder if explicit else LEGACY_EMBEDDER,
-    )
+    new = settings.embedder if explicit else NEW_EMBEDDER
+    legacy = settings.embedder if explicit else LEGACY_EMBEDDER
+    sessions, _ = session_factories(engine)
+    if record:
+        name = await vector_space.settle(sessions, settings.key_prefix, new=new, legacy=legacy)
+    else:
+        async with sessions() as s:
+            name, _ = await vector_space.lookup(s, settings.key_prefix, new=new, legacy=legacy)
     return settings if explicit else settings.with_embedder(name)
 
 

@@ -13,6 +13,8 @@ from sqlalchemy import delete
 from memstack import AsyncMemory, Settings
 from memstack.core.errors import SchemaMismatch
 from memstack.core.settings import SCORE_CUTS
+from memstack.ml.embedders import MINILM_VERSION
+from memstack.ops.doctor import run_checks
 from memstack.stores.sql.models import VectorSpaceRow
 from tests.conftest import make_settings, new_id
 
@@ -79,3 +81,10 @@ async def test_a_home_from_before_the_record_stays_on_minilm(tmp_path: Path) -> 
         await s.execute(delete(VectorSpaceRow))  # as a database migrated from 0009
     async with await AsyncMemory.open(_home(tmp_path, "auto")) as mem:
         assert mem.settings.embedder == "minilm"
+
+
+async def test_doctor_reads_a_minilm_home_on_auto_as_minilm(tmp_path: Path) -> None:
+    await _fill(_home(tmp_path, "minilm"))
+    checks = await run_checks(_home(tmp_path, "auto"))
+    [memory] = [c for c in checks if c.store == "vectors"]
+    assert memory.ok and MINILM_VERSION in memory.detail, memory

@@ -299,8 +299,28 @@ async def _store_check(settings: Settings, which: str, holder: str | None) -> Ch
     return check
 
 
+async def _settled(settings: Settings) -> Settings:
+    """The settings on the deployment's embedder (see ``wiring.settle_embedder``), read
+    without writing; as they are when the database cannot say (its own check tells)."""
+    from memstack.wiring import settle_embedder
+
+    if settings.embedder != "auto":
+        return settings
+    try:
+        engine = db.create_engine(settings)
+    except (MemstackError, ValueError):
+        return settings
+    try:
+        return await settle_embedder(settings, engine, record=False)
+    except Exception:  # no schema yet, or the database is down
+        return settings
+    finally:
+        await engine.dispose()
+
+
 async def run_checks(settings: Settings) -> list[Check]:
     checks = [await _redis(settings), await _database(settings)]
+    settings = await _settled(settings)
     if not settings.database_url and (why := per_process(settings, "database")):
         checks[1] = _unsafe(checks[1], why)
     holder = home.holder(settings.home)

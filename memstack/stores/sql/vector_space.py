@@ -22,21 +22,28 @@ async def record(s: AsyncSession, deployment: str, embedder: str) -> None:
         row.embedder, row.recorded_at = embedder, now
 
 
+async def lookup(s: AsyncSession, deployment: str, *, new: str, legacy: str) -> tuple[str, bool]:
+    """The deployment's embedder and whether it is recorded. With none recorded yet:
+    ``legacy`` when the database already holds messages (written before embedders were
+    recorded), else ``new``. Writes nothing."""
+    row = await s.get(VectorSpaceRow, deployment)
+    if row is not None:
+        return row.embedder, True
+    held = await s.scalar(select(MessageRow.msg_id).limit(1)) is not None
+    return (legacy if held else new), False
+
+
 async def settle(
     sessions: async_sessionmaker[AsyncSession], deployment: str, *, new: str, legacy: str
 ) -> str:
-    """The deployment's recorded embedder. With none recorded yet, ``legacy`` when the
-    database already holds messages (written before embedders were recorded), else
-    ``new``; recorded, unless another process recorded one first."""
+    """:func:`lookup`, recording the embedder when none was, unless another process
+    recorded one first."""
     for _ in range(2):
         try:
             async with sessions() as s, s.begin():
-                row = await s.get(VectorSpaceRow, deployment)
-                if row is not None:
-                    return row.embedder
-                held = await s.scalar(select(MessageRow.msg_id).limit(1)) is not None
-                name = legacy if held else new
-                await record(s, deployment, name)
+                name, recorded = await lookup(s, deployment, new=new, legacy=legacy)
+                if not recorded:
+                    await record(s, deployment, name)
             return name
         except IntegrityError:
             continue  # another process recorded it between the read and the write: read it
