@@ -97,10 +97,12 @@ async def prepare(data: Path, dataset: str = "locomo") -> list[dict[str, Any]]:
         q_var = [r or q for r, q in zip(rewrites, q_text, strict=True)]
         said = [f"{t[4] or t[1]}: {t[2]}" for t in turns]
         keyed = [index_key(ids, turns_by_id) + text for ids, text in units]
-        vecs = await emb.embed([u[1] for u in units] + said + q_text + q_var + keyed)
-        v = np.asarray(vecs, dtype=np.float32)
-        a, b, c = len(units), len(units) + len(turns), len(units) + len(turns) + len(q_text)
-        d = c + len(q_text)
+        # Questions as context() embeds them: as queries (e5 prefixes them apart).
+        asked = await emb.embed_queries(q_text + q_var)
+        stored = await emb.embed([u[1] for u in units] + said + keyed)
+        a, b = len(units), len(units) + len(turns)
+        v = np.asarray(stored[:b] + asked + stored[b:], dtype=np.float32)
+        c, d = b + len(q_text), b + 2 * len(q_text)
         terms = [Counter(lexical_terms(f"{t[4] or ''} {t[2]}")) for t in turns]
         out.append(
             {

@@ -309,15 +309,15 @@ def run_cli(
         s = eval_settings(settings, semantic_budget=budget, top_k=top_k).model_copy(
             update={"home": home or Path(tmp)}
         )
-        console.print(
-            f"[bold]{dataset}[/bold] {data}: semantic budget {budget} tokens, "
-            f"top-k {top_k or 'sized to the budget'}, "
-            f"embedder {s.embedder}, vectors {s.vector_store}, "
-            f"database {'PostgreSQL' if s.database_url else 'SQLite'}"
-        )
 
         async def go() -> Report:
             async with await AsyncMemory.open(s) as mem:
+                console.print(
+                    f"[bold]{dataset}[/bold] {data}: semantic budget {budget} tokens, "
+                    f"top-k {top_k or 'sized to the budget'}, "
+                    f"embedder {mem.settings.embedder}, vectors {s.vector_store}, "
+                    f"database {'PostgreSQL' if s.database_url else 'SQLite'}"
+                )
                 with Progress(
                     TextColumn("{task.description}"),
                     BarColumn(),
