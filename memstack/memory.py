@@ -206,16 +206,18 @@ class AsyncMemory(Management, KeyManagement, Portability):
         old = await build_memory_store(self.settings, self.embedder)
         await old.drop()
         await old.close()
+        # Recorded now, not at the end: what is written from here on is in the new space,
+        # so an interrupted re-embed leaves a deployment that opens on it and finishes
+        # when run again.
+        async with self.db_sessions() as s, s.begin():
+            await vector_space.record(s, self.settings.key_prefix, self.settings.embedder)
         if self._memory_vectors is not None:
             await self._memory_vectors.close()
         self._memory_vectors = None
         self._worker = None
         worker = await self.worker()
         async with db.guarded("reindex"):
-            report = await maintenance.reindex(worker.ingestor, progress=progress)
-            async with self.db_sessions() as s, s.begin():
-                await vector_space.record(s, self.settings.key_prefix, self.settings.embedder)
-        return report
+            return await maintenance.reindex(worker.ingestor, progress=progress)
 
     async def __aenter__(self) -> AsyncMemory:
         return self

@@ -88,3 +88,25 @@ async def test_doctor_reads_a_minilm_home_on_auto_as_minilm(tmp_path: Path) -> N
     checks = await run_checks(_home(tmp_path, "auto"))
     [memory] = [c for c in checks if c.store == "vectors"]
     assert memory.ok and MINILM_VERSION in memory.detail, memory
+
+
+class _Stopped(Exception):
+    pass
+
+
+async def test_an_interrupted_reembed_opens_on_e5_and_finishes_when_run_again(
+    tmp_path: Path,
+) -> None:
+    user = await _fill(_home(tmp_path, "minilm"))
+
+    def stop(done: int, total: int) -> None:
+        raise _Stopped
+
+    async with await AsyncMemory.open(_home(tmp_path, "e5-small")) as switching:
+        with pytest.raises(_Stopped):
+            await switching.reindex(progress=stop)
+    async with await AsyncMemory.open(_home(tmp_path, "auto")) as mem:
+        assert mem.settings.embedder == "e5-small"
+        report = await mem.reindex()
+        assert report.messages == len(SAID)
+        assert "大提琴" in await _first_hit(mem, user, "她在练哪种乐器？")
