@@ -1,7 +1,8 @@
 """Read-path latency: ``context()`` over 10k and 100k chunks spread across 1,000 users.
 
 Stores: the local Redis and PostgreSQL servers, Chroma embedded in a temp folder, the
-default embedder (all-MiniLM-L6-v2), whose query embedding is part of every call.
+default embedder (``MEMSTACK_EMBEDDER`` picks another), whose query embedding is part
+of every call.
 
 The corpus is synthetic chat turns. Embedding 100k texts would take minutes and
 measure ingest, not recall, so a pool of distinct texts is embedded once and each

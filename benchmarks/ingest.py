@@ -2,7 +2,7 @@
 
 Ingests N messages of realistic length (LoCoMo turns, read from shared/eval-data) through
 ``remember`` + one in-process worker (real Redis, PostgreSQL, Chroma embedded, the
-default all-MiniLM-L6-v2 embedder), then embeds the very chunks the pipeline stored,
+default embedder), then embeds the very chunks the pipeline stored,
 in batches of the same size, with no pipeline around them. The work is split into
 rounds that alternate the two, so a change in the shared machine's load hits both
 sides alike; figures are medians over rounds.

@@ -33,6 +33,7 @@ from memstack.knowledge.base import (
     has_documents,
 )
 from memstack.knowledge.cache import KnowledgeCache, KnowledgeTurn, kb_search
+from memstack.knowledge.reembed import reembed
 from memstack.ml.embedders import Embedder, build_embedder, prepare_queries
 from memstack.recall import Recall
 from memstack.recall.result import ContextResult
@@ -202,7 +203,9 @@ class AsyncMemory(Management, KeyManagement, Portability):
 
         Workers may keep running: a worker's next write finds the collection gone, opens
         the new one and writes there, and each session is rebuilt under the same lock
-        that orders the workers' writes to it, so nothing is lost or dead-lettered."""
+        that orders the workers' writes to it, so nothing is lost or dead-lettered.
+        The knowledge base moves to the new embedder first (its chunks as stored)."""
+        documents = await self._reembed_knowledge_base()
         old = await build_memory_store(self.settings, self.embedder)
         await old.drop()
         await old.close()
@@ -217,7 +220,31 @@ class AsyncMemory(Management, KeyManagement, Portability):
         self._worker = None
         worker = await self.worker()
         async with db.guarded("reindex"):
-            return await maintenance.reindex(worker.ingestor, progress=progress)
+            report = await maintenance.reindex(worker.ingestor, progress=progress)
+        report.documents = documents
+        return report
+
+    async def _reembed_knowledge_base(self) -> int:
+        """Move the knowledge base to the configured embedder when the deployment's
+        recorded one is another; how many documents moved."""
+        async with self.db_sessions() as s:
+            before = await vector_space.recorded(s, self.settings.key_prefix)
+        if before is None or before == self.settings.embedder:
+            return 0
+        was = self.settings.with_embedder(before)
+        old = await build_kb_store(was, build_embedder(was))
+        if self._knowledge_cache is not None:
+            await self._knowledge_cache.flush()
+        if self._kb_store is not None:
+            await self._kb_store.close()
+        self._kb_store, self._kbs, self._knowledge_cache = None, {}, None
+        return await reembed(
+            self.settings,
+            self.db_sessions,
+            self.embedder,
+            old,
+            lambda: build_kb_store(self.settings, self.embedder),
+        )
 
     async def __aenter__(self) -> AsyncMemory:
         return self

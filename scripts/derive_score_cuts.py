@@ -33,10 +33,10 @@ BASE_CUTS = {"kc_threshold": 0.70, "kb_min_score": 0.5}
 TURNS_PER_CONVERSATION = 150
 
 
-def _sample(convs: list[Conversation], seed: int) -> list[str]:
+def _sample(convs: list[Conversation], seed: int) -> list[list[str]]:
     rng = random.Random(seed)
     turns = [[m.content for s in c.sessions for m in s.messages] for c in convs]
-    return [t for group in turns for t in rng.sample(group, TURNS_PER_CONVERSATION)]
+    return [rng.sample(group, min(TURNS_PER_CONVERSATION, len(group))) for group in turns]
 
 
 def _evidence(convs: list[Conversation]) -> tuple[list[str], list[str]]:
@@ -58,8 +58,9 @@ async def _cosines(name: str, convs: list[Conversation], seed: int) -> tuple[Flo
     questions = [q.text for c in convs for q in c.questions]
     owner = np.asarray([i for i, c in enumerate(convs) for _ in c.questions])
     q = np.asarray(await embedder.embed_queries(questions), dtype=np.float32)
-    t = np.asarray(await embedder.embed(_sample(convs, seed)), dtype=np.float32)
-    group = np.repeat(np.arange(len(convs)), TURNS_PER_CONVERSATION)
+    sample = _sample(convs, seed)
+    t = np.asarray(await embedder.embed([x for g in sample for x in g]), dtype=np.float32)
+    group = np.repeat(np.arange(len(convs)), [len(g) for g in sample])
     unrelated = (q @ t.T)[owner[:, None] != group[None, :]]
     evidence_q, evidence_t = _evidence(convs)
     eq = np.asarray(await embedder.embed_queries(evidence_q), dtype=np.float32)

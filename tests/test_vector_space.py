@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import delete
 
-from memstack import AsyncMemory, Settings
+from memstack import AsyncMemory, Document, Settings
 from memstack.core.errors import SchemaMismatch
 from memstack.core.settings import SCORE_CUTS
 from memstack.ml.embedders import MINILM_VERSION
@@ -110,3 +110,20 @@ async def test_an_interrupted_reembed_opens_on_e5_and_finishes_when_run_again(
         report = await mem.reindex()
         assert report.messages == len(SAID)
         assert "大提琴" in await _first_hit(mem, user, "她在练哪种乐器？")
+
+
+async def test_the_knowledge_base_moves_to_e5_with_the_reembed(tmp_path: Path) -> None:
+    """Its chunks are re-embedded as stored (the files are gone), in every namespace."""
+    async with await AsyncMemory.open(_home(tmp_path, "minilm")) as mem:
+        await mem.kb_add(Document("退货政策：收到商品七天内可以无理由退款。", doc_id="returns"))
+        await mem.kb_add(Document("门店周一至周五早九点营业。", doc_id="hours"), namespace="shop")
+    async with await AsyncMemory.open(_home(tmp_path, "e5-small")) as switching:
+        report = await switching.reindex()
+        assert report.documents == 2
+    async with await AsyncMemory.open(_home(tmp_path, "auto")) as mem:
+        [hit] = await mem.kb_search("东西不想要了，多久之内能把钱拿回来？", top_k=1)
+        assert hit.doc_id == "returns"
+        [doc] = await mem.kb_list(namespace="shop")
+        assert doc.model_version == mem.embedder.model_version and doc.chunk_count == 1
+        [shop] = await mem.kb_search("几点开门？", top_k=1, namespace="shop")
+        assert shop.doc_id == "hours"

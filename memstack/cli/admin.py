@@ -173,6 +173,7 @@ def reindex(
         console.print(
             f"reindexed {report.messages} messages into {report.chunks} chunks "
             f"and {report.summaries} summaries with {mem.embedder.model_version}"
+            + (f"; {report.documents} knowledge-base documents moved" if report.documents else "")
         )
 
     with_memory(settings, work)

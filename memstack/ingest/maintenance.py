@@ -71,6 +71,7 @@ class ReindexReport:
     messages: int = 0
     chunks: int = 0
     summaries: int = 0
+    documents: int = 0  # knowledge-base documents moved to another embedder
 
 
 async def reindex(

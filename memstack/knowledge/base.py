@@ -202,7 +202,7 @@ async def _look_up(key: tuple[str, str], sessions: async_sessionmaker[AsyncSessi
             del _lookups[key]
 
 
-def _as_document(row: KBDocumentRow) -> KBDocument:
+def as_document(row: KBDocumentRow) -> KBDocument:
     return KBDocument(
         namespace=row.namespace,
         doc_id=row.doc_id,
@@ -291,11 +291,18 @@ class KnowledgeBase:
         return await self._write(doc_id, title, source, content_hash, chunks, row)
 
     async def restore(
-        self, doc_id: str, title: str, source: str, content_hash: str, chunks: Sequence[str]
+        self,
+        doc_id: str,
+        title: str,
+        source: str,
+        content_hash: str,
+        chunks: Sequence[str],
+        vectors: Sequence[Sequence[float]] | None = None,
     ) -> AddResult:
         """Store a document as another deployment held it: these very chunks (its
-        registry's ``content_hash`` kept), embedded here (``memstack import``); the caller
-        has checked them. Unchanged when it is registered so already."""
+        registry's ``content_hash`` kept), embedded here (``memstack import``) unless their
+        ``vectors`` come embedded by this embedder (a re-embed); the caller has checked
+        them. Unchanged when it is registered so already."""
         row = await self._row(doc_id)
         if (
             row is not None
@@ -303,7 +310,7 @@ class KnowledgeBase:
             and (row.model_version, row.chunk_count) == (self.embedder.model_version, len(chunks))
         ):
             return AddResult(doc_id, title, source, "unchanged", row.chunk_count)
-        return await self._write(doc_id, title, source, content_hash, list(chunks), row)
+        return await self._write(doc_id, title, source, content_hash, list(chunks), row, vectors)
 
     async def _write(
         self,
@@ -313,10 +320,12 @@ class KnowledgeBase:
         content_hash: str,
         chunks: list[str],
         row: KBDocumentRow | None,
+        vectors: Sequence[Sequence[float]] | None = None,
     ) -> AddResult:
         model_version = self.embedder.model_version
         # Embed before touching the store: a failing embedder leaves the old version.
-        vectors = await self.embedder.embed(chunks)
+        if vectors is None:
+            vectors = await self.embedder.embed(chunks)
         if len(vectors) != len(chunks):
             raise StoreError(f"embedder returned {len(vectors)} vectors for {len(chunks)} chunks")
         records = [
@@ -370,7 +379,7 @@ class KnowledgeBase:
             raise _db_error(exc) from exc
         if self.namespace == DEFAULT_NAMESPACE:
             _presence_changed(self.settings, self.collection, None)
-        return _as_document(row)
+        return as_document(row)
 
     # --- read -----------------------------------------------------------------------
     async def documents(self) -> list[KBDocument]:
@@ -385,7 +394,7 @@ class KnowledgeBase:
                     )
                     .order_by(KBDocumentRow.doc_id)
                 )
-                return [_as_document(r) for r in rows]
+                return [as_document(r) for r in rows]
         except SQLAlchemyError as exc:
             raise _db_error(exc) from exc
 
@@ -394,7 +403,7 @@ class KnowledgeBase:
         row = await self._row(doc_id)
         if row is None:
             raise NotFound(f"no document {doc_id!r} in knowledge base {self.namespace!r}")
-        return _as_document(row)
+        return as_document(row)
 
     async def chunk_texts(self, doc: KBDocument) -> list[str] | None:
         """A document's text as stored, chunk by chunk; None when a chunk is missing."""

@@ -12,6 +12,11 @@ from memstack.core.errors import StoreError
 from memstack.stores.sql.models import MessageRow, VectorSpaceRow
 
 
+async def recorded(s: AsyncSession, deployment: str) -> str | None:
+    row = await s.get(VectorSpaceRow, deployment)
+    return row.embedder if row is not None else None
+
+
 async def record(s: AsyncSession, deployment: str, embedder: str) -> None:
     """Set the deployment's embedder (after a re-embed, or when it is first chosen)."""
     row = await s.get(VectorSpaceRow, deployment)
@@ -26,9 +31,9 @@ async def lookup(s: AsyncSession, deployment: str, *, new: str, legacy: str) -> 
     """The deployment's embedder and whether it is recorded. With none recorded yet:
     ``legacy`` when the database already holds messages (written before embedders were
     recorded), else ``new``. Writes nothing."""
-    row = await s.get(VectorSpaceRow, deployment)
-    if row is not None:
-        return row.embedder, True
+    name = await recorded(s, deployment)
+    if name is not None:
+        return name, True
     held = await s.scalar(select(MessageRow.msg_id).limit(1)) is not None
     return (legacy if held else new), False
 
