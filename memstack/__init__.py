@@ -5,6 +5,7 @@ store what may be said another way; a session knowledge cache keeps good retriev
 """
 
 from memstack.core.api_keys import ApiKey
+from memstack.core.erasure import UserErasure
 from memstack.core.errors import (
     ConfigError,
     Conflict,
@@ -88,6 +89,7 @@ __all__ = [
     "StoredCandidate",
     "StoredFact",
     "Unauthorized",
+    "UserErasure",
     "UserIdentity",
     "UserOverview",
     "ValidationError",

@@ -10,6 +10,7 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Se
 from typing import Any, TypeVar
 
 from memstack.core.api_keys import ApiKey
+from memstack.core.erasure import UserErasure
 from memstack.core.identity import UserIdentity
 from memstack.core.ids import DEFAULT_NAMESPACE
 from memstack.core.messages import Message
@@ -184,7 +185,7 @@ class Memory:
     def summaries(self, user_id: str, session_id: str | None = None) -> list[dict[str, Any]]:
         return self._run(self.aio.summaries(user_id, session_id))
 
-    def forget_user(self, user_id: str) -> dict[str, int]:
+    def forget_user(self, user_id: str) -> UserErasure:
         return self._run(self.aio.forget_user(user_id))
 
     def users(self, *, limit: int = 100, offset: int = 0) -> list[UserOverview]:

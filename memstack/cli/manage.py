@@ -372,5 +372,7 @@ def forget_user(
     settings = cli_settings()
     if not yes:
         typer.confirm(f"Erase everything memstack holds about {user_id!r}?", abort=True)
-    deleted = with_memory(settings, lambda mem: mem.forget_user(user_id))
-    _counts(f"forgot {user_id}", deleted)
+    erased = with_memory(settings, lambda mem: mem.forget_user(user_id))
+    _counts(f"forgot {user_id}", erased)
+    if erased.revoked_keys:
+        console.print("revoked API keys: " + ", ".join(erased.revoked_keys))

@@ -22,6 +22,7 @@ from memstack import (
     StoredCandidate,
     StoredFact,
     StoreStatus,
+    UserErasure,
     UserIdentity,
     UserOverview,
     WorkerReport,
@@ -167,7 +168,7 @@ class AsyncMemoryClient:
     async def fact_history(self, user_id: str, key: str | None = None) -> list[StoredFact]:
         return await self._send(_ops.fact_history(user_id, key))
 
-    async def forget_user(self, user_id: str) -> dict[str, int]:
+    async def forget_user(self, user_id: str) -> UserErasure:
         return await self._send(_ops.forget_user(user_id))
 
     async def get_message(self, user_id: str, msg_id: str) -> Message:

@@ -23,6 +23,7 @@ from memstack import (
     StoredCandidate,
     StoredFact,
     StoreStatus,
+    UserErasure,
     UserIdentity,
     UserOverview,
     WorkerReport,
@@ -297,9 +298,11 @@ def set_identity(
     return call("PUT", path, _identity, body=body)
 
 
-def forget_user(user_id: str) -> Call[dict[str, int]]:
+def forget_user(user_id: str) -> Call[UserErasure]:
     return call(
-        "DELETE", user_path(user_id), lambda d: {k: int(v) for k, v in d["deleted"].items()}
+        "DELETE",
+        user_path(user_id),
+        lambda d: UserErasure(_deleted(d), [str(k) for k in d["revoked_keys"]]),
     )
 
 

@@ -22,6 +22,7 @@ from memstack import (
     StoredCandidate,
     StoredFact,
     StoreStatus,
+    UserErasure,
     UserIdentity,
     UserOverview,
     WorkerReport,
@@ -167,7 +168,7 @@ class MemoryClient:
     def fact_history(self, user_id: str, key: str | None = None) -> list[StoredFact]:
         return self._send(_ops.fact_history(user_id, key))
 
-    def forget_user(self, user_id: str) -> dict[str, int]:
+    def forget_user(self, user_id: str) -> UserErasure:
         return self._send(_ops.forget_user(user_id))
 
     def get_message(self, user_id: str, msg_id: str) -> Message:

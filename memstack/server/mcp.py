@@ -45,6 +45,7 @@ from memstack.server.schemas import (
     FactOut,
     FactsOut,
     ForgetOut,
+    ForgetUserOut,
     KBHitOut,
     KBHitsOut,
     LedgerOut,
@@ -203,11 +204,12 @@ async def delete_message(
     return ForgetOut(deleted=deleted)
 
 
-async def forget_user(user_id: UserId, ctx: ToolContext) -> ForgetOut:
-    """Erase everything memory holds about the user, in every layer. Cannot be undone."""
+async def forget_user(user_id: UserId, ctx: ToolContext) -> ForgetUserOut:
+    """Erase everything memory holds about the user, in every layer, and revoke the
+    user's API keys (their ids in ``revoked_keys``). Cannot be undone."""
     with as_tool_errors():
-        deleted = await lifespan_of(ctx).memory.forget_user(user_id)
-    return ForgetOut(deleted=deleted)
+        erased = await lifespan_of(ctx).memory.forget_user(user_id)
+    return ForgetUserOut(deleted=erased, revoked_keys=list(erased.revoked_keys))
 
 
 async def search_memory(

@@ -316,6 +316,13 @@ class ForgetOut(BaseModel):
     deleted: dict[str, int]
 
 
+class ForgetUserOut(ForgetOut):
+    revoked_keys: list[str] = Field(
+        description="The ids of the user's API keys this erasure revoked (never a secret): "
+        "they authenticate no more."
+    )
+
+
 # --- users, sessions and the ledger -------------------------------------------------------
 
 

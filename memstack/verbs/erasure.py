@@ -19,17 +19,20 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from memstack.core.erasure import UserErasure
 from memstack.core.errors import MemstackError, NotFound
 from memstack.core.ids import sessions_named_by, validate_id, validate_msg_id
 from memstack.core.messages import Message
 from memstack.ingest import units
 from memstack.ingest.summaries import summary_vector_id
+from memstack.stores.sql import api_keys, db, erasure, ledger, tool_results
 from memstack.stores.sql import candidates as candidate_store
-from memstack.stores.sql import db, erasure, ledger, tool_results
 from memstack.stores.sql import facts as fact_store
 from memstack.stores.sql import summaries as summary_rows
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
     from memstack.core.settings import Settings
@@ -63,9 +66,11 @@ class Erasure:
 
         async def memory_vectors(self) -> VectorStore: ...
         async def worker(self) -> Worker: ...
+        def _forget_cached_keys(self, key_ids: Iterable[str]) -> None: ...
 
-    async def forget_user(self, user_id: str) -> dict[str, int]:
-        """Erase everything memstack holds about ``user_id`` in every layer.
+    async def forget_user(self, user_id: str) -> UserErasure:
+        """Erase everything memstack holds about ``user_id`` in every layer, and revoke
+        every API key bound to the user (``revoked_keys`` lists their ids).
 
         Final against work in flight: the erasure is marked with the time it began, and
         an ingest batch that is writing waits for it or, after it, writes nothing
@@ -85,17 +90,23 @@ class Erasure:
             await summary_rows.delete_user(s, user_id)
             await tool_results.delete_user(s, user_id)
             messages_deleted = await ledger.delete_user(s, user_id)
+            # In the same transaction: no moment where the memory is gone and a key of
+            # the user still opens it (new memories written with it included).
+            revoked = await api_keys.revoke_user(s, self.settings.key_prefix, user_id, began)
             await vectors.delete(scope={"user_id": user_id})
+        self._forget_cached_keys(revoked)
         dropped_jobs = await self.queue.drop_user_jobs(user_id, accepted_until=began)
         redis_keys = await self.working.forget_user(user_id)
-        return {
+        counts = {
             "jobs": dropped_jobs,
             "messages": messages_deleted,
             "facts": facts_deleted,
             "candidates": candidates_deleted,
             "sessions": len(session_ids),
             "redis_keys": redis_keys,
+            "api_keys": len(revoked),
         }
+        return UserErasure(counts, revoked)
 
     async def forget_session(self, user_id: str, session_id: str) -> dict[str, int]:
         """Erase one session of the user in every layer: its window, task state,

@@ -98,9 +98,15 @@ class KeyManagement:
             key = await api_keys.revoke(s, self.settings.key_prefix, key_id, datetime.now(UTC))
         if key is None:
             raise NotFound(f"no API key {key_id!r}")
-        self._keys.keys.pop(key_id, None)
-        self._keys.live = None
+        self._forget_cached_keys([key_id])
         return key
+
+    def _forget_cached_keys(self, key_ids: Iterable[str]) -> None:
+        """Drop what this process read of keys just revoked, so it refuses them at once
+        (another process within ``KEY_CACHE_S``)."""
+        for key_id in key_ids:
+            self._keys.keys.pop(key_id, None)
+        self._keys.live = None
 
     async def authenticate(self, key: str) -> ApiKey | None:
         """The live key ``key`` (the text ``create_key`` returned) is, or None: unknown,

@@ -35,7 +35,7 @@ from memstack.server.schemas import (
     ErrorOut,
     FactOut,
     FactsOut,
-    ForgetOut,
+    ForgetUserOut,
     Id,
     KBAddIn,
     KBAddOut,
@@ -182,9 +182,11 @@ async def ledger(
     return LedgerOut.page(found, limit=limit, offset=offset)
 
 
-async def forget_user(user_id: UserId, mem: MemoryDep) -> ForgetOut:
-    """Erase everything held about the user, in every layer."""
-    return ForgetOut(deleted=await mem.forget_user(user_id))
+async def forget_user(user_id: UserId, mem: MemoryDep) -> ForgetUserOut:
+    """Erase everything held about the user, in every layer, and revoke the user's API
+    keys (listed by id in ``revoked_keys``)."""
+    erased = await mem.forget_user(user_id)
+    return ForgetUserOut(deleted=erased, revoked_keys=list(erased.revoked_keys))
 
 
 async def knowledge_search(body: KBSearchIn, mem: MemoryDep) -> KBHitsOut:

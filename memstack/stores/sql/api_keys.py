@@ -81,6 +81,22 @@ async def revoke(s: AsyncSession, deployment: str, key_id: str, at: datetime) ->
     return None if found is None else found.key
 
 
+async def revoke_user(s: AsyncSession, deployment: str, user_id: str, at: datetime) -> list[str]:
+    """Revoke every live key bound to ``user_id`` (its erasure); the ids of those revoked
+    now, in key id order. Keys revoked before keep their first revocation time."""
+    revoked = await s.scalars(
+        update(ApiKeyRow)
+        .where(
+            ApiKeyRow.deployment == deployment,
+            ApiKeyRow.user_id == user_id,
+            ApiKeyRow.revoked_at.is_(None),
+        )
+        .values(revoked_at=at)
+        .returning(ApiKeyRow.key_id)
+    )
+    return sorted(revoked)
+
+
 async def any_live(s: AsyncSession, deployment: str) -> bool:
     """Whether the deployment has an unrevoked key: one probe of the index."""
     query = select(ApiKeyRow.key_id).where(
