@@ -315,8 +315,9 @@ class AsyncMemory(Management, KeyManagement, Portability):
 
     # --- task state ----------------------------------------------------------------
     async def set_state(self, user_id: str, session_id: str, values: Mapping[str, Any]) -> None:
-        """Set task-state fields. A value larger than ``large_value_bytes`` is stored in
-        the database; the hash keeps a reference ``{"$ref", "summary", "bytes"}``.
+        """Set task-state fields; a field whose value is None is deleted, the others are
+        kept. A value larger than ``large_value_bytes`` is stored in the database; the
+        hash keeps a reference ``{"$ref", "summary", "bytes"}``.
         """
         validate_id("user_id", user_id)
         validate_id("session_id", session_id)

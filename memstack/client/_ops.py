@@ -99,7 +99,7 @@ def set_state(user_id: str, session_id: str, values: Mapping[str, Any]) -> Call[
         if not isinstance(field, str):
             raise ValidationError(f"state field name must be a string, got {field!r}")
     path = session_path(user_id, session_id, "state")
-    # Every field is sent, None included: it is a value to set, not a default.
+    # Every field is sent, None included: it deletes the field, as in the library.
     return call("PATCH", path, lambda _: None, body=values, omit_none=False)
 
 

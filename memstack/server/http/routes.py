@@ -102,9 +102,13 @@ async def patch_state(
     user_id: UserId,
     session_id: SessionId,
     mem: MemoryDep,
-    fields: Annotated[dict[str, JsonValue], Body(description="Fields to set; others are kept.")],
+    fields: Annotated[
+        dict[str, JsonValue],
+        Body(description="Fields to set; null deletes a field; others are kept."),
+    ],
 ) -> StateOut:
-    """Set task-state fields; a large value moves to the database behind a ``$ref``."""
+    """Set task-state fields (``null`` deletes one); a large value moves to the database
+    behind a ``$ref``. Answers the state as ``GET`` does."""
     await mem.set_state(user_id, session_id, fields)
     return StateOut.of(await mem.get_state(user_id, session_id))
 

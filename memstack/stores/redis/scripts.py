@@ -64,9 +64,12 @@ redis.call('XADD', KEYS[4], '*', unpack(job))
 return {msg_id, 0}
 """
 
-# KEYS: state. ARGV: state_ttl_s, field1, value1, field2, value2, ...
+# KEYS: state. ARGV: state_ttl_s, n, then n pairs field, value to set, then the fields
+# to delete (a null in a PATCH). One script, so a reader never sees half a change.
 SET_STATE = """
-redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+local n = tonumber(ARGV[2])
+if n > 0 then redis.call('HSET', KEYS[1], unpack(ARGV, 3, 2 + 2 * n)) end
+if #ARGV > 2 + 2 * n then redis.call('HDEL', KEYS[1], unpack(ARGV, 3 + 2 * n)) end
 redis.call('EXPIRE', KEYS[1], ARGV[1])
 return 1
 """

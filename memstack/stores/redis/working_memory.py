@@ -188,20 +188,25 @@ class WorkingMemory:
             raise _wrap(exc) from exc
 
     async def set_state(self, user_id: str, session_id: str, values: Mapping[str, Any]) -> None:
-        """HSET the given fields (JSON-encoded) and refresh the state TTL."""
+        """HSET the given fields (JSON-encoded), delete those whose value is None, and
+        refresh the state TTL."""
         if not values:
             raise ValidationError("set_state needs at least one field")
         flat: list[str] = []
+        deleted: list[str] = []
         for field, value in values.items():
             if not isinstance(field, str) or not field or field.startswith("_"):
                 raise ValidationError(
                     f"state field {field!r} must be a non-empty name not starting with '_'"
                 )
-            flat += [field, json.dumps(value, ensure_ascii=False)]
+            if value is None:
+                deleted.append(field)
+            else:
+                flat += [field, json.dumps(value, ensure_ascii=False)]
         try:
             await self._set_state(
                 keys=[self.keys.state(user_id, session_id)],
-                args=[self.settings.state_ttl_s, *flat],
+                args=[self.settings.state_ttl_s, len(flat) // 2, *flat, *deleted],
             )
         except REDIS_ERRORS as exc:
             raise _wrap(exc) from exc
