@@ -26,6 +26,7 @@ from memstack.core.errors import (
 from memstack.core.identity import UserIdentity
 from memstack.core.messages import Message
 from memstack.core.settings import Settings, load_settings
+from memstack.core.status import IngestStatus, StreamLag, WorkerBeat
 from memstack.ingest.maintenance import MaintenanceReport, ReindexReport
 from memstack.ingest.worker import WorkerReport
 from memstack.knowledge.base import AddReport, AddResult, KBDocument, KBHit
@@ -63,6 +64,7 @@ __all__ = [
     "Forbidden",
     "HomeInUse",
     "ImportReport",
+    "IngestStatus",
     "InvalidContent",
     "InvalidId",
     "KBDocument",
@@ -88,11 +90,13 @@ __all__ = [
     "StoreUnavailable",
     "StoredCandidate",
     "StoredFact",
+    "StreamLag",
     "Unauthorized",
     "UserErasure",
     "UserIdentity",
     "UserOverview",
     "ValidationError",
+    "WorkerBeat",
     "WorkerReport",
     "load_settings",
 ]

@@ -44,6 +44,7 @@ from memstack.stores.redis.working_memory import SessionState, WorkingMemory
 from memstack.stores.sql import db, tool_results, vector_space
 from memstack.stores.vectors.base import VectorStore
 from memstack.verbs.keys import KeyManagement
+from memstack.verbs.operations import Operations
 from memstack.verbs.reading import Management
 from memstack.verbs.transfer import Portability
 from memstack.wiring import (
@@ -57,7 +58,7 @@ from memstack.wiring import (
 )
 
 
-class AsyncMemory(Management, KeyManagement, Portability):
+class AsyncMemory(Management, KeyManagement, Portability, Operations):
     """Layered memory for one deployment. Build with ``await AsyncMemory.open()``."""
 
     def __init__(

@@ -15,6 +15,7 @@ from memstack.core.identity import UserIdentity
 from memstack.core.ids import DEFAULT_NAMESPACE
 from memstack.core.messages import Message
 from memstack.core.settings import Settings
+from memstack.core.status import IngestStatus
 from memstack.core.time import Timestamp
 from memstack.ingest.maintenance import MaintenanceReport, ReindexReport
 from memstack.ingest.worker import WorkerReport
@@ -275,6 +276,9 @@ class Memory:
 
     def health(self) -> dict[str, StoreStatus]:
         return self._run(self.aio.health())
+
+    def status(self) -> IngestStatus:
+        return self._run(self.aio.status())
 
     def maintain(self, *, dry_run: bool = True, now: Timestamp | None = None) -> MaintenanceReport:
         return self._run(self.aio.maintain(dry_run=dry_run, now=now))

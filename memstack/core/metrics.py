@@ -119,3 +119,22 @@ INGEST_BACKLOG = Gauge(
     "Jobs on the ingest stream not yet acknowledged (delivered and pending, or not yet "
     "read), as a worker last saw it; growing means the workers fall behind.",
 )
+
+# --- worker liveness and lag (AsyncMemory.status(), read by serve's watch and on demand) ---
+
+WORKERS_LIVE = Gauge(
+    "memstack_workers_live",
+    "Ingest workers whose heartbeat has not run out, as last read; 0 while jobs are "
+    "pending means nothing is ingesting them.",
+)
+INGEST_PENDING = Gauge(
+    "memstack_ingest_pending",
+    "Jobs on an ingest stream not yet acknowledged, as last read, by stream.",
+    ["stream"],
+)
+INGEST_OLDEST_PENDING_SECONDS = Gauge(
+    "memstack_ingest_oldest_pending_seconds",
+    "How long the oldest job not yet acknowledged has waited on an ingest stream, by "
+    "stream; growing means the workers fall behind or none runs.",
+    ["stream"],
+)

@@ -22,6 +22,7 @@ from memstack.core.errors import MemstackError, SchemaMismatch, StoreUnavailable
 from memstack.core.messages import Message
 from memstack.ingest.pipeline import Ingestor
 from memstack.ingest.summaries import SessionSummaries
+from memstack.stores.redis import workers as heartbeats
 from memstack.stores.redis.queue import IngestQueue, Job, message_from_job
 
 log = logging.getLogger("memstack.ingest.worker")
@@ -32,6 +33,9 @@ INFRASTRUCTURE = (StoreUnavailable, SchemaMismatch)
 # Jobs with no recorded error of their own (their worker died with them) get this many
 # times more deliveries before they are set aside.
 SILENT_FAILURE_FACTOR = 10
+# How long a worker's heartbeat lives; it beats every third of it, so a worker is taken
+# for dead only after missing two beats in a row (a stalled loop, a lost process).
+HEARTBEAT_TTL_S = 15.0
 
 
 def consumer_name() -> str:
@@ -86,6 +90,7 @@ class Worker:
     batch_size: int
     consumer: str = field(default_factory=consumer_name)
     log_interval_s: float = 30.0
+    heartbeat_ttl_s: float = HEARTBEAT_TTL_S
     # Sessions touched since their last summary check: (user_id, session_id).
     dirty: set[tuple[str, str]] = field(default_factory=set)
 
@@ -164,7 +169,32 @@ class Worker:
         return made
 
     async def run(self, stop: asyncio.Event, *, block_ms: int = 1000) -> WorkerReport:
-        """Process until ``stop`` is set; the batch in hand is always finished first."""
+        """Process until ``stop`` is set; the batch in hand is always finished first.
+        The worker beats meanwhile (:mod:`memstack.stores.redis.workers`), from a task
+        of its own so that a long batch does not make it look dead, and clears its
+        heartbeat when it stops."""
+        beating = asyncio.create_task(self._beat(stop))
+        try:
+            return await self._loop(stop, block_ms)
+        finally:
+            beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beating
+            with contextlib.suppress(MemstackError):
+                await heartbeats.clear(self.queue.redis, self.queue.keys, self.consumer)
+
+    async def _beat(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await heartbeats.beat(
+                    self.queue.redis, self.queue.keys, self.consumer, self.heartbeat_ttl_s
+                )
+            except MemstackError as exc:  # Redis is down: the batch loop says so too
+                log.warning("worker %s: heartbeat failed (%s)", self.consumer, exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.heartbeat_ttl_s / 3)
+
+    async def _loop(self, stop: asyncio.Event, block_ms: int) -> WorkerReport:
         total = WorkerReport()
         last_summary_check = 0.0
         backoff_s = 0.5

@@ -26,6 +26,7 @@ from memstack.server import ui
 from memstack.server.http import errors, routes
 from memstack.server.http.guard import RequestGuard, RequestMetrics
 from memstack.server.http.health import HealthCheck
+from memstack.server.http.watch import WATCH_INTERVAL_S, IngestWatch
 from memstack.server.schemas import HealthOut
 
 __all__ = ["create_app"]
@@ -47,12 +48,15 @@ def create_app(
     *,
     health_ttl_s: float = 1.0,
     concurrency: int | None = None,
+    watch_interval_s: float = WATCH_INTERVAL_S,
 ) -> FastAPI:
     """The API over one ``AsyncMemory``, opened at startup and closed at shutdown.
 
     ``health_ttl_s``: how long one round of store probes answers ``/healthz``.
     ``concurrency``: requests served at once; more wait their turn (default: twice
     ``db_pool_size``, the PostgreSQL connections of the process with its overflow).
+    ``watch_interval_s``: how often the process looks for jobs waiting with no worker
+    alive (:mod:`memstack.server.http.watch`); the embedded Redis has no workers to watch.
     """
     settings = settings or load_settings()
 
@@ -62,9 +66,17 @@ def create_app(
         app.state.drain_lock = asyncio.Lock()
         # The first context() call then needs no model load.
         await app.state.memory.prepare()
+        stop = asyncio.Event()
+        watching = None
+        if not settings.embedded_redis:
+            watch = IngestWatch(watch_interval_s)
+            watching = asyncio.create_task(watch.run(app.state.memory, stop))
         try:
             yield
         finally:
+            stop.set()
+            if watching is not None:
+                await watching
             await app.state.memory.close()
 
     app = FastAPI(

@@ -199,12 +199,16 @@ async def knowledge(
 
 
 async def operations(request: Request, mem: MemoryDep) -> Response:
-    """Each store's health, the ingest backlog, and the dead letters with their errors."""
+    """Each store's health, the ingest backlog, the live workers and each stream's lag,
+    and the dead letters with their errors."""
     return render(
         request,
         "operations.html",
         health=await mem.health(),
         backlog=await mem.backlog(),
+        ingest=await mem.status(),
+        # The embedded queue is drained in process; no worker is expected there.
+        embedded=mem.settings.embedded_redis,
         dead=await mem.dead_letters(DEAD_LETTERS_SHOWN),
     )
 

@@ -120,6 +120,16 @@ class Keys:
             for i in range(self.shards)
         ]
 
+    def worker(self, worker_id: str) -> str:
+        """A worker's heartbeat: set with a TTL on every beat, so a worker that died
+        without a word vanishes on its own. One slot for all (``{workers}``), so one
+        SCAN of one node finds them on a cluster too."""
+        return f"{self.prefix}:workers:{{workers}}:{worker_id}"
+
+    def workers_pattern(self) -> str:
+        """SCAN pattern of every worker's heartbeat."""
+        return f"{self.prefix}:workers:{{workers}}:*"
+
     def layout(self) -> str:
         """Which key layout this Redis holds (no TTL: it describes the data)."""
         return f"{self.prefix}:layout"
