@@ -417,8 +417,9 @@ def test_the_sync_twins(tmp_path: Path) -> None:
         lines = list(mem.export_lines("alice"))
         with pytest.raises(ValidationError):
             mem.export_lines("not an id")
-    assert report.records == {"message": 1, "fact": 1} and stages == ["exporting"]
-    assert len(lines) == 4 and path.read_text().splitlines()[1:] == [x.strip() for x in lines][1:]
+    # The state record carries the session's turn counter.
+    assert report.records == {"message": 1, "fact": 1, "state": 1} and stages == ["exporting"]
+    assert len(lines) == 5 and path.read_text().splitlines()[1:] == [x.strip() for x in lines][1:]
     with Memory(make_settings(tmp_path / "b")) as mem:
         imported = mem.import_file(path, progress=lambda stage, *_: stages.append(stage))
         assert imported.written["message"] == 1
@@ -437,7 +438,8 @@ async def test_http_export_and_import(tmp_path: Path) -> None:
     assert one.status_code == 200 and one.headers["content-type"] == "application/x-ndjson"
     records = [json.loads(x) for x in one.text.splitlines()]
     assert records[0]["users"] == ["dora"] and "Bergen" not in one.text
-    assert [r["type"] for r in records] == ["header", "message", "end"]
+    assert [r["type"] for r in records] == ["header", "message", "state", "end"]
+    assert records[2]["turns"] == 1 and records[2]["fields"] == {}  # the turn counter
     assert "Bergen" in everyone.text and "bike" in everyone.text
     assert bad_id.status_code == 422 and bad_id.json()["error"] == "InvalidId"
 

@@ -125,8 +125,15 @@ class Exporter:
                 yield names
         for user, session_id in await state_sessions(self.working, user_id):
             state = await self.working.get_state(user, session_id)
-            if state.fields:
-                yield StateData(user, session_id, state.fields)
+            if state.fields or state.turns or state.last_msg_id:
+                yield StateData(
+                    user,
+                    session_id,
+                    state.fields,
+                    state.turns,
+                    state.last_msg_id,
+                    state.last_msg_at,
+                )
 
     async def _documents(self) -> AsyncIterator[Record]:
         async with db.guarded("export"), self.sessions() as s:

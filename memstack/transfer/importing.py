@@ -39,7 +39,7 @@ from memstack.ingest.maintenance import rebuild_session
 from memstack.ingest.pipeline import Ingestor
 from memstack.ingest.summaries import summary_record
 from memstack.knowledge.base import KnowledgeBase
-from memstack.stores.redis.transfer_state import mark_windows_incomplete
+from memstack.stores.redis.transfer_state import mark_windows_incomplete, restore_counters
 from memstack.stores.redis.working_memory import WorkingMemory
 from memstack.stores.sql import db, erasure, transfer_candidates, transfer_rows
 from memstack.stores.sql import summaries as summary_rows
@@ -401,7 +401,11 @@ class Importer:
         done = states = documents = 0
         for _n, r in reader.records(plan.header, limits):
             if isinstance(r, StateData):
-                await self.working.set_state(r.user_id, r.session_id, r.fields)
+                if r.fields:
+                    await self.working.set_state(r.user_id, r.session_id, r.fields)
+                await restore_counters(
+                    self.working, r.user_id, r.session_id, r.turns, r.last_msg_id, r.last_msg_at
+                )
                 states += 1
             elif isinstance(r, DocumentData):
                 kb = await self.knowledge(r.namespace)

@@ -18,7 +18,8 @@ them, one record per line:
 - ``identity``: the names the user speaks under (``display_name``, ``aliases``), one
   record for a user who has any;
 - ``summary``, ``tool_result`` (a ``$ref`` of the task state), ``state`` (a session's
-  task-state fields, ``$ref`` values as they are);
+  task-state fields, ``$ref`` values as they are, and its counters: ``turns``,
+  ``last_msg_id``, ``last_msg_at``; a file without them reads as none);
 - ``document``: a knowledge-base document as stored, its chunks in order.
 
 Times are RFC 3339 with their offset. Every record names its user, who must be one of
@@ -82,6 +83,9 @@ class StateData:
     user_id: str
     session_id: str
     fields: dict[str, Any]
+    turns: int = 0
+    last_msg_id: str | None = None
+    last_msg_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -375,8 +379,13 @@ def _tool_result(f: Fields, user_id: str, limits: Limits) -> ToolResultData:
 def _state(f: Fields, user_id: str, limits: Limits) -> StateData:
     session_id = f.id("session_id")
     fields = f.get("fields")
-    if not isinstance(fields, dict) or not fields:
-        f.fail("fields must be a non-empty JSON object")
+    turns = f.whole("turns", optional=True) or 0
+    last_msg_id = f.msg_id("last_msg_id", user_id, session_id, optional=True)
+    last_msg_at = f.time("last_msg_at", optional=True)
+    if (last_msg_id is None) != (last_msg_at is None):
+        f.fail("last_msg_id and last_msg_at come together")
+    if not isinstance(fields, dict) or not (fields or turns or last_msg_id):
+        f.fail("fields must be a JSON object, non-empty unless the record has counters")
     for name, value in fields.items():
         f.checked(partial(check_text, "state field name", name, max_bytes=256))
         if not name or name.startswith("_"):
@@ -384,7 +393,7 @@ def _state(f: Fields, user_id: str, limits: Limits) -> StateData:
         f.checked(
             partial(check_json, f"state field {name!r}", value, max_bytes=limits.state_value_bytes)
         )
-    return StateData(user_id, session_id, fields)
+    return StateData(user_id, session_id, fields, turns, last_msg_id, last_msg_at)
 
 
 _HASH = re.compile(r"^[0-9a-f]{32}$")
