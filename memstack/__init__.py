@@ -24,7 +24,7 @@ from memstack.core.errors import (
     ValidationError,
 )
 from memstack.core.identity import UserIdentity
-from memstack.core.messages import Message
+from memstack.core.messages import Message, Remembered
 from memstack.core.settings import Settings, load_settings
 from memstack.core.status import IngestStatus, StreamLag, WorkerBeat
 from memstack.ingest.maintenance import MaintenanceReport, ReindexReport
@@ -77,6 +77,7 @@ __all__ = [
     "Message",
     "NotFound",
     "ReindexReport",
+    "Remembered",
     "Rewrite",
     "SchemaMismatch",
     "SearchHit",

@@ -8,7 +8,6 @@ stays a single Redis round trip from a cold start.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -17,9 +16,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from memstack.core.errors import NotFound, StoreUnavailable, ValidationError
 from memstack.core.ids import DEFAULT_NAMESPACE, validate_id
 from memstack.core.inputs import check_json, check_text
-from memstack.core.messages import Message, validate_message, validate_name
+from memstack.core.messages import Message
 from memstack.core.settings import Settings, load_settings
-from memstack.core.time import Timestamp, message_time_ms, moment
+from memstack.core.time import Timestamp, moment
 from memstack.ingest import maintenance
 from memstack.ingest.maintenance import MaintenanceReport
 from memstack.ingest.worker import Worker, WorkerReport
@@ -39,7 +38,7 @@ from memstack.recall import Recall
 from memstack.recall.result import ContextResult
 from memstack.stores import home
 from memstack.stores.journal import Journal
-from memstack.stores.redis.queue import DeadLetter, IngestQueue, job_fields
+from memstack.stores.redis.queue import DeadLetter, IngestQueue
 from memstack.stores.redis.working_memory import SessionState, WorkingMemory
 from memstack.stores.sql import db, tool_results, vector_space
 from memstack.stores.vectors.base import VectorStore
@@ -47,6 +46,7 @@ from memstack.verbs.keys import KeyManagement
 from memstack.verbs.operations import Operations
 from memstack.verbs.reading import Management
 from memstack.verbs.transfer import Portability
+from memstack.verbs.writing import Writing
 from memstack.wiring import (
     StoreStatus,
     build_kb_store,
@@ -58,7 +58,7 @@ from memstack.wiring import (
 )
 
 
-class AsyncMemory(Management, KeyManagement, Portability, Operations):
+class AsyncMemory(Management, KeyManagement, Portability, Operations, Writing):
     """Layered memory for one deployment. Build with ``await AsyncMemory.open()``."""
 
     def __init__(
@@ -277,31 +277,8 @@ class AsyncMemory(Management, KeyManagement, Portability, Operations):
         """
         validate_id("user_id", user_id)
         validate_id("session_id", session_id)
-        validate_message(role, content, max_bytes=self.settings.max_message_bytes)
-        author = validate_name(name)
-        ts_ms = message_time_ms(ts)
-        result = await self.working.append(
-            user_id=user_id,
-            session_id=session_id,
-            role=role,
-            content=content,
-            ts_ms=ts_ms,
-            caller_msg_id=validate_id("msg_id", msg_id) if msg_id is not None else None,
-            name=author,
-        )
-        if not result.duplicate and self.queue.journal is not None:
-            job = job_fields(
-                msg_id=result.msg_id,
-                user_id=user_id,
-                session_id=session_id,
-                role=role,
-                content=content,
-                ts_ms=ts_ms,
-                name=author,
-                accepted_us=time.time_ns() // 1000,
-            )
-            self.queue.accepted(job)
-        return result.msg_id
+        checked = self._check_message(role, content, msg_id, ts, name)
+        return (await self._write_message(user_id, session_id, checked)).msg_id
 
     async def window(self, user_id: str, session_id: str, n: int | None = None) -> list[Message]:
         """The session's last ``n`` messages (default ``recent_window_read``), oldest first;

@@ -13,7 +13,7 @@ from memstack.core.api_keys import ApiKey
 from memstack.core.erasure import UserErasure
 from memstack.core.identity import UserIdentity
 from memstack.core.ids import DEFAULT_NAMESPACE
-from memstack.core.messages import Message
+from memstack.core.messages import Message, Remembered
 from memstack.core.settings import Settings
 from memstack.core.status import IngestStatus
 from memstack.core.time import Timestamp
@@ -109,6 +109,11 @@ class Memory:
         return self._run(
             self.aio.remember(user_id, session_id, role, content, msg_id=msg_id, ts=ts, name=name)
         )
+
+    def remember_many(
+        self, user_id: str, session_id: str, messages: Sequence[Mapping[str, Any]]
+    ) -> list[Remembered]:
+        return self._run(self.aio.remember_many(user_id, session_id, messages))
 
     def window(self, user_id: str, session_id: str, n: int | None = None) -> list[Message]:
         return self._run(self.aio.window(user_id, session_id, n))

@@ -167,6 +167,7 @@ def test_every_field_of_a_rebuilt_type_travels_but_the_documented_ones() -> None
 # One call of each client method that takes a route of the API.
 ROUTE_CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("remember", ("u", "s", "user", "hi"), {}),
+    ("remember_many", ("u", "s", [{"role": "user", "content": "hi", "msg_id": "1"}]), {}),
     ("window", ("u", "s"), {}),
     ("messages", ("u", "s"), {}),
     ("get_state", ("u", "s"), {}),

@@ -25,6 +25,7 @@ from tests.test_fact_time import NOT_ANYMORE, VEGETARIAN, Scripted
 
 TOOLS = {
     "remember",
+    "remember_many",
     "recall_context",
     "facts",
     "list_users",

@@ -16,6 +16,7 @@ from memstack import (
     KBDocument,
     KBHit,
     Message,
+    Remembered,
     SearchHit,
     SessionOverview,
     SessionState,
@@ -113,6 +114,11 @@ class AsyncMemoryClient:
         return await self._send(
             _ops.remember(user_id, session_id, role, content, msg_id=msg_id, ts=ts, name=name)
         )
+
+    async def remember_many(
+        self, user_id: str, session_id: str, messages: Sequence[Mapping[str, Any]]
+    ) -> list[Remembered]:
+        return await self._send(_ops.remember_many(user_id, session_id, messages))
 
     async def window(self, user_id: str, session_id: str, n: int | None = None) -> list[Message]:
         return await self._send(_ops.window(user_id, session_id, n))

@@ -17,6 +17,7 @@ from memstack import (
     KBDocument,
     KBHit,
     Message,
+    Remembered,
     SearchHit,
     SessionOverview,
     SessionState,
@@ -78,6 +79,26 @@ def remember(
     }
     path = session_path(user_id, session_id, "messages")
     return call("POST", path, lambda d: str(d["msg_id"]), body=body)
+
+
+def _batch_item(item: object) -> dict[str, Any]:
+    if not isinstance(item, Mapping):
+        raise ValidationError(f"a message is a mapping, not {type(item).__name__}")
+    sent = dict(item)
+    if "ts" in sent:
+        sent["ts"] = moment_text("ts", sent["ts"])
+    return sent
+
+
+def remember_many(
+    user_id: str, session_id: str, messages: Sequence[Mapping[str, Any]]
+) -> Call[list[Remembered]]:
+    # The server checks each message as the library does and names the index it refuses.
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
+        raise ValidationError("messages must be a list of messages")
+    body = {"messages": [_batch_item(m) for m in messages]}
+    path = session_path(user_id, session_id, "messages", "batch")
+    return call("POST", path, lambda d: [build(Remembered, r) for r in d["results"]], body=body)
 
 
 def window(user_id: str, session_id: str, n: int | None = None) -> Call[list[Message]]:

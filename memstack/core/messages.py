@@ -79,3 +79,22 @@ def validate_name(name: object) -> str | None:
         if ch in _NAME_FORBIDDEN:
             raise InvalidContent(f"name must not contain {ch!r}: it is printed as 'name: content'")
     return stripped
+
+
+# Messages in one remember_many call: a batch is one request, and each message is still
+# one Redis script, so the bound keeps a request's time on Redis short.
+MAX_BATCH = 100
+BATCH_STATUSES = ("ok", "duplicate", "error")
+
+
+@dataclass(frozen=True)
+class Remembered:
+    """What became of one message of ``remember_many``: ``ok`` (stored now),
+    ``duplicate`` (its ``msg_id`` was stored before with this very message: nothing
+    changed) or ``error`` (nothing of it was stored; ``error`` names the exception,
+    ``detail`` says why). ``msg_id`` is the stored id, as ``remember`` returns it."""
+
+    msg_id: str
+    status: str
+    error: str | None = None
+    detail: str | None = None

@@ -24,8 +24,15 @@ from pydantic import Field
 
 from memstack import AsyncMemory
 from memstack.core.ids import DEFAULT_NAMESPACE, validate_id
+from memstack.core.messages import MAX_BATCH
 from memstack.core.settings import Locale, Settings, load_settings
 from memstack.server import mcp_review
+from memstack.server.batch_schemas import (
+    BatchMessageIn,
+    RememberBatchOut,
+    RememberedOut,
+    batch_item,
+)
 from memstack.server.manage_schemas import (
     FactValueArg,
     SearchHitOut,
@@ -60,7 +67,8 @@ from memstack.server.schemas import (
 
 INSTRUCTIONS = (
     "Long-term memory of users across sessions. Call `remember` with every user and "
-    "assistant turn; call `recall_context` with the user's new message to get what memory "
+    "assistant turn (`remember_many` for many at once); call `recall_context` with the "
+    "user's new message to get what memory "
     "knows (facts, related history, recent dialogue) as prompt text; `facts` lists what "
     "the user has stated (with `as_of`, what held at an earlier time); `list_users`, "
     "`list_sessions`, `read_messages` and `get_message` read what was stored; `delete_message` "
@@ -100,6 +108,31 @@ async def remember(
             user_id, session_id, role, content, msg_id=msg_id, name=name
         )
     return RememberOut(msg_id=stored)
+
+
+async def remember_many(
+    user_id: UserId,
+    session_id: SessionId,
+    messages: Annotated[
+        list[BatchMessageIn],
+        Field(
+            min_length=1,
+            max_length=MAX_BATCH,
+            description="The messages, in order, each with its own msg_id (required: "
+            "sending the same batch again stores nothing twice).",
+        ),
+    ],
+    ctx: ToolContext,
+) -> RememberBatchOut:
+    """Record many messages of a conversation at once; one result per message: ok,
+    duplicate (already stored) or error (nothing of it stored, and why)."""
+    with as_tool_errors():
+        results = await lifespan_of(ctx).memory.remember_many(
+            user_id, session_id, [batch_item(m) for m in messages]
+        )
+    return RememberBatchOut(
+        results=[RememberedOut.model_validate(r, from_attributes=True) for r in results]
+    )
 
 
 async def recall_context(
@@ -290,6 +323,7 @@ ERASING = ToolAnnotations(
 )
 TOOLS = (
     (remember, ADDITIVE),
+    (remember_many, ADDITIVE),
     (recall_context, READ_ONLY),
     (facts, READ_ONLY),
     (list_users, READ_ONLY),

@@ -12,7 +12,7 @@ from pydantic import JsonValue
 from memstack import Document
 from memstack.core.ids import DEFAULT_NAMESPACE
 from memstack.core.settings import Settings
-from memstack.server.http import manage_routes, status_routes, transfer_routes
+from memstack.server.http import batch_routes, manage_routes, status_routes, transfer_routes
 from memstack.server.http.params import (
     ERRORS,
     SESSION,
@@ -256,6 +256,7 @@ def _routes(settings: Settings) -> list[Route]:
         ("POST", "/admin/drain", drain, {}),
         *transfer_routes.ROUTES,
         *manage_routes.ROUTES,
+        *batch_routes.ROUTES,
         *status_routes.ROUTES,
     ]
 
