@@ -13,6 +13,9 @@ Two adapters, for LlamaIndex's two memory interfaces:
   block records them in memstack and adds memstack's facts and recalled history to the
   system message.
 
+Both record in the ``llama_index`` namespace (:mod:`memstack.core.namespaces`): the
+user's own ``context()`` leaves those turns out unless asked; these adapters ask.
+
 Both wrap the synchronous :class:`memstack.Memory` (one ``AsyncMemory`` on a private
 loop thread). LlamaIndex calls memory both synchronously (``chat``) and from coroutines
 (``achat``); ``Memory`` serves both: the sync methods call it directly, and the async
@@ -30,6 +33,7 @@ from typing import Any
 from memstack import ContextResult, InvalidContent, Memory, Message, Section, ValidationError
 from memstack.core.ids import validate_id
 from memstack.core.messages import validate_message, validate_name
+from memstack.core.namespaces import LLAMA_INDEX, tagged_msg_id
 
 try:
     from llama_index.core.base.llms.types import ChatMessage, MessageRole
@@ -98,6 +102,16 @@ def _checked(messages: Sequence[object], max_bytes: int) -> list[tuple[str, str,
         raise ValidationError(f"expected a list of ChatMessage, got {type(messages).__name__}")
     checked = [_to_memstack(m, max_bytes=max_bytes) for m in messages]
     return [c for c in checked if c is not None]
+
+
+def _record(
+    memory: Memory, user_id: str, session_id: str, role: str, content: str, name: str | None
+) -> None:
+    """``remember()`` a checked message in LlamaIndex's namespace: the user's own
+    ``context()`` leaves it out unless asked (:mod:`memstack.core.namespaces`), this
+    memory's recall asks."""
+    msg_id = tagged_msg_id(LLAMA_INDEX)
+    memory.remember(user_id, session_id, role, content, name=name, msg_id=msg_id)
 
 
 def _from_dict(message: dict[str, str]) -> ChatMessage:
@@ -205,7 +219,7 @@ class MemstackMemory(BaseMemory):
     def put_messages(self, messages: list[ChatMessage]) -> None:
         """Record messages in order; all are checked first, so a bad one writes nothing."""
         for role, content, name in _checked(messages, self._max_bytes):
-            self._memory.remember(self.user_id, self.session_id, role, content, name=name)
+            _record(self._memory, self.user_id, self.session_id, role, content, name)
 
     def set(self, messages: list[ChatMessage]) -> None:
         """Make ``messages`` the session's history.
@@ -224,7 +238,7 @@ class MemstackMemory(BaseMemory):
             self.reset()
             new = checked
         for role, content, name in new:
-            self._memory.remember(self.user_id, self.session_id, role, content, name=name)
+            _record(self._memory, self.user_id, self.session_id, role, content, name)
 
     def reset(self) -> None:
         """Erase this session in every memstack layer (``forget_session``): window,
@@ -257,7 +271,11 @@ class MemstackMemory(BaseMemory):
                 return [_for_llm(m) for m in self._memory.window(self.user_id, self.session_id)]
             input = last.content
         ctx = self._memory.context(
-            self.user_id, self.session_id, input, budget_tokens=self.budget_tokens
+            self.user_id,
+            self.session_id,
+            input,
+            budget_tokens=self.budget_tokens,
+            namespaces=(LLAMA_INDEX,),
         )
         return self._chat_messages(ctx, last)
 
@@ -342,6 +360,7 @@ class MemstackMemoryBlock(BaseMemoryBlock[str]):
             self.session_id,
             query,
             budget_tokens=self.budget_tokens,
+            namespaces=(LLAMA_INDEX,),
         )
         parts = [s.text for n in _BLOCK_SECTIONS if isinstance(s := ctx.sections.get(n), Section)]
         return "\n\n".join(p for p in parts if p)
@@ -350,5 +369,5 @@ class MemstackMemoryBlock(BaseMemoryBlock[str]):
         checked = _checked(messages, self._memory.settings.max_message_bytes)
         for role, content, name in checked:
             await asyncio.to_thread(
-                self._memory.remember, self.user_id, self.session_id, role, content, name=name
+                _record, self._memory, self.user_id, self.session_id, role, content, name
             )
