@@ -8,7 +8,7 @@ stays a single Redis round trip from a cold start.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -34,7 +34,6 @@ from memstack.knowledge.base import (
 from memstack.knowledge.cache import KnowledgeCache, KnowledgeTurn, kb_search
 from memstack.knowledge.reembed import reembed
 from memstack.ml.embedders import Embedder, build_embedder, prepare_queries
-from memstack.recall import Recall
 from memstack.recall.result import ContextResult
 from memstack.stores import home
 from memstack.stores.journal import Journal
@@ -43,6 +42,7 @@ from memstack.stores.redis.working_memory import SessionState, WorkingMemory
 from memstack.stores.sql import db, tool_results, vector_space
 from memstack.stores.vectors.base import VectorStore
 from memstack.verbs.keys import KeyManagement
+from memstack.verbs.namespaces import NamespacedRecall
 from memstack.verbs.operations import Operations
 from memstack.verbs.reading import Management
 from memstack.verbs.transfer import Portability
@@ -85,7 +85,7 @@ class AsyncMemory(Management, KeyManagement, Portability, Operations, Writing):
         self._kb_store: VectorStore | None = None
         self._kbs: dict[str, KnowledgeBase] = {}
         self._knowledge_cache: KnowledgeCache | None = None
-        self._recall: Recall | None = None
+        self._recall: NamespacedRecall | None = None
         self._build_lock = asyncio.Lock()
 
     @classmethod
@@ -402,10 +402,10 @@ class AsyncMemory(Management, KeyManagement, Portability, Operations, Writing):
         await self.recall.prepare()
 
     @property
-    def recall(self) -> Recall:
+    def recall(self) -> NamespacedRecall:
         """The read path over this object's stores; built on first use."""
         if self._recall is None:
-            self._recall = Recall(
+            self._recall = NamespacedRecall(
                 self.settings,
                 working=self.working,
                 sessions=self.db_sessions,
@@ -442,10 +442,13 @@ class AsyncMemory(Management, KeyManagement, Portability, Operations, Writing):
         now: Timestamp | None = None,
         locale: str | None = None,
         system: str | None = None,
+        namespaces: Sequence[str] = (),
     ) -> ContextResult:
         """The assembled context for ``query`` (docs/spec.md, Read path): ``text``, chat
         ``messages``, the sections, and a manifest of every item considered. ``now`` (default: the
-        clock) fixes recency and relative ages, so a call can be reproduced."""
+        clock) fixes recency and relative ages, so a call can be reproduced. The user's own
+        conversation is recalled; memory an integration keeps (``"langgraph"``,
+        ``"llama_index"``: :mod:`memstack.core.namespaces`) only if ``namespaces`` names it."""
         # Passed on as given: an aware datetime keeps its time zone, in which "yesterday"
         # or "上周" are read.
         return await self.recall.context(
@@ -456,4 +459,5 @@ class AsyncMemory(Management, KeyManagement, Portability, Operations, Writing):
             now=now,
             locale=locale,
             system=system,
+            namespaces=namespaces,
         )

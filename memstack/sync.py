@@ -162,6 +162,7 @@ class Memory:
         now: Timestamp | None = None,
         locale: str | None = None,
         system: str | None = None,
+        namespaces: Sequence[str] = (),
     ) -> ContextResult:
         return self._run(
             self.aio.context(
@@ -172,6 +173,7 @@ class Memory:
                 now=now,
                 locale=locale,
                 system=system,
+                namespaces=namespaces,
             )
         )
 
