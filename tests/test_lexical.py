@@ -89,6 +89,29 @@ async def test_search_ranks_by_bm25_and_never_leaves_the_user(mem: AsyncMemory) 
     assert none == []
 
 
+async def test_a_hit_says_how_much_of_the_question_it_matches(mem: AsyncMemory) -> None:
+    # PostgreSQL and SQLite alike: the share is the hit's score over what a message
+    # holding every query term once would score.
+    user = new_id("u")
+    ids = await _put(
+        mem,
+        user,
+        [
+            "我最近在学大提琴，每周六上午上课。",
+            "家里的宠物上个月做了手术，恢复得不错。",
+            "今天天气不错。",
+        ],
+    )
+    async with mem.db_sessions() as s:
+        hits = await ledger_search.search(
+            s, user, lexical.rewrite_query("她的宠物最近做了什么手术").weights
+        )
+    share = {h.msg_id: h.share for h in hits}
+    assert share[ids[1]] > 0.5  # the pet, the operation
+    assert share[ids[0]] < 0.3  # only "最近"
+    assert ids[2] not in share and all(0.0 < v <= 1.0 for v in share.values())
+
+
 def test_parse_keywords() -> None:
     assert lexical.parse_keywords('```json\n{"keywords": ["laptop", "budget"]}\n```') == [
         "laptop",

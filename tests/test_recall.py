@@ -107,6 +107,72 @@ def test_fuse_propagates_to_the_answer_and_discounts_empty_messages(tmp_path: Pa
     assert ranked[-1] == "bye"  # one word: discounted below everything
 
 
+def test_a_unit_s_reply_does_not_outrank_the_turn_that_opens_it(tmp_path: Path) -> None:
+    # One dense hit covers the user's turn "u" and the reply "r" after it (an exchange
+    # unit); "v" opens a unit ranked just below. The reply once inherited half of the
+    # turn's score for the same hit and came first; now the hit counts once, mostly for
+    # the turn, and the next unit's opening turn comes before the reply.
+    settings = make_settings(tmp_path)
+    now = NOW.timestamp()
+
+    def ranked(query: str) -> list[str]:
+        cands = {
+            "u": Candidate("u", ranks={"vector": 1}, name="Li", created_at=now),
+            "r": Candidate(
+                "r",
+                ranks={"vector": 1},
+                prev_id="u",
+                unit_tail={"vector"},
+                name="Bo",
+                created_at=now,
+            ),
+            "v": Candidate("v", ranks={"vector": 2}, name="Li", created_at=now),
+        }
+        out = fuse(cands, settings=settings, now_s=now, lengths={}, query=query)
+        return [c.msg_id for c in out]
+
+    assert ranked("What breed is the cat?") == ["u", "v", "r"]
+    # A question about the reply's author gives the reply its unit's full credit.
+    assert ranked("What did Bo say about the cat?")[0] == "r"
+
+
+def test_a_reply_still_inherits_from_a_turn_of_another_hit(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    now = NOW.timestamp()
+    cands = {
+        "q": Candidate("q", ranks={"vector": 1, "lexical": 1}, created_at=now),
+        "a": Candidate("a", ranks={"vector": 3}, prev_id="q", created_at=now),
+        "b": Candidate("b", ranks={"vector": 2}, created_at=now),
+    }
+    out = [c.msg_id for c in fuse(cands, settings=settings, now_s=now, lengths={})]
+    assert out == ["q", "a", "b"]  # "a" answers "q", found by its own hit
+
+
+def test_a_weak_chinese_lexical_match_counts_less_than_its_rank(tmp_path: Path) -> None:
+    # "w" shares one common word with the question (BM25 far below the best match),
+    # "d" is only the dense channel's second hit. Rank alone would put "w" first.
+    settings = make_settings(tmp_path)
+    now = NOW.timestamp()
+
+    def ranked(query: str) -> list[str]:
+        cands = {
+            "best": Candidate("best", ranks={"lexical": 1}, lexical_share=0.9, created_at=now),
+            "w": Candidate(
+                "w", ranks={"vector": 9, "lexical": 2}, lexical_share=0.1, created_at=now
+            ),
+            "d": Candidate("d", ranks={"vector": 2}, created_at=now),
+        }
+        out = fuse(cands, settings=settings, now_s=now, lengths={}, query=query)
+        return [c.msg_id for c in out]
+
+    assert ranked("她这次外派到了哪个省份？").index("d") < ranked("她这次外派到了哪个省份？").index(
+        "w"
+    )
+    assert ranked("Where was he posted this time?").index("w") < ranked(
+        "Where was he posted this time?"
+    ).index("d")  # English terms are content words: rank alone, as before
+
+
 # --- helpers -----------------------------------------------------------------------------------
 
 

@@ -140,6 +140,8 @@ class _Collector:
             c = self.out.setdefault(m, Candidate(m))
             if channel not in c.ranks:
                 c.ranks[channel] = rank
+                if m != ids[0]:
+                    c.unit_tail.add(channel)
             if channel == "vector" and c.similarity is None:
                 c.similarity = hit.score
                 c.chunk_text = hit.text
@@ -154,7 +156,9 @@ class _Collector:
         for rank, lex in enumerate(hits, start=1):
             if lex.msg_id not in self.window_ids:
                 c = self.out.setdefault(lex.msg_id, Candidate(lex.msg_id))
-                c.ranks.setdefault("lexical", rank)
+                if "lexical" not in c.ranks:
+                    c.ranks["lexical"] = rank
+                    c.lexical_share = lex.share
             elif not any(
                 d.msg_ids == (lex.msg_id,) and d.reason == IN_WINDOW for d in self.dropped
             ):

@@ -8,6 +8,13 @@ candidates ("What books has Tim read?"), the other authors' messages count less;
 it names a period ("in January 2024", "yesterday"), that period's messages count more.
 Recency halves every ``recency_half_life_days`` before ``now``.
 
+A dense hit is an exchange unit: the user's turn and the replies after it, embedded as
+one text. Its rank says the unit matched, not which of its messages did, so the turn
+that opens it (the user's words, which is what questions about a person ask for) takes
+the full credit and the replies a share, unless the question names their author. A
+reply never also inherits the credit of the turn before it for the same hit: that
+would count one match twice and put the reply above the turn that matched.
+
 The specification's score is ``0.7·relevance + 0.3·recency``. Added like that, recency lets a
 fresh message nobody asked about outrank the old one that answers the question: on
 LoCoMo dev the sum cost 0.05 of evidence recall (0.696 against 0.745). The default
@@ -26,7 +33,7 @@ from memstack.core.settings import Settings
 from memstack.recall.lexical import Rewrite
 from memstack.recall.snippets import contains_word
 from memstack.text.periods import Period
-from memstack.text.terms import STOPWORDS, lexical_terms
+from memstack.text.terms import STOPWORDS, has_cjk, lexical_terms
 
 # Fusion constants, chosen on the LoCoMo dev split as a whole (docs/benchmarks.md).
 # A small k lets a channel's top hit beat items that are only mediocre in every channel.
@@ -41,6 +48,9 @@ MIN_CONTENT_TERMS = 6
 # read?" is about Tim's messages). Not 0: the other side's "Tim, you said…" can answer.
 # On LoCoMo dev: 0.5 → +0.023 evidence recall, 0.3 → +0.030, 0.1 → +0.019.
 OTHER_AUTHOR = 0.3
+# Share of an exchange unit's dense credit for its messages after the first: the unit
+# matched, most likely for the words of the turn that opens it.
+UNIT_TAIL = 0.3
 # Factor on messages of the period a question names ("on 11 December 2023"), with a day
 # of slack each side for time zones and late-night talk. On LoCoMo dev (80 of 760
 # questions name a date; offline): x2 → +0.005, x3 → +0.006, x5 → +0.006.
@@ -90,6 +100,9 @@ class Candidate:
     name: str | None = None
     content: str | None = None
     prev_id: str | None = None
+    # Channels whose rank came from an exchange unit this message does not open.
+    unit_tail: set[str] = field(default_factory=set)
+    lexical_share: float | None = None
     fused: float = 0.0
     relevance: float = 0.0
     recency: float = 0.0
@@ -114,15 +127,17 @@ def fuse(
 ) -> list[Candidate]:
     """Score candidates in place and return them best first (see the module docstring)."""
     named = named_authors(query, candidates.values())
-    for c in candidates.values():
-        c.fused = sum(CHANNEL_WEIGHTS.get(ch, 1.0) / (RRF_K + r) for ch, r in c.ranks.items())
-        n_terms = lengths.get(c.msg_id)
-        if n_terms is not None and n_terms < MIN_CONTENT_TERMS:
-            c.fused *= max(n_terms, 1) / MIN_CONTENT_TERMS
-    base = {m: c.fused for m, c in candidates.items()}
-    for c in candidates.values():
-        if c.prev_id is not None and c.prev_id in base:
-            c.fused += ANSWER_PROPAGATION * base[c.prev_id]
+    by_share = weak_lexical_counts_less(query)
+    credit = {m: channel_credit(c, lengths.get(m), named, by_share) for m, c in candidates.items()}
+    for m, c in candidates.items():
+        c.fused = sum(credit[m].values())
+        prev = candidates.get(c.prev_id) if c.prev_id is not None else None
+        if prev is not None:
+            # Only what the message it answers earned elsewhere: a rank both hold in a
+            # channel is one hit, already counted here.
+            c.fused += ANSWER_PROPAGATION * sum(
+                v for ch, v in credit[prev.msg_id].items() if c.ranks.get(ch) != prev.ranks[ch]
+            )
     if named:
         for c in candidates.values():
             if c.name is not None and c.name.casefold() not in named:
@@ -149,6 +164,35 @@ def fuse(
         else:
             c.score = c.relevance * (w_rel + w_rec * c.recency)
     return sorted(candidates.values(), key=lambda c: (-c.score, c.msg_id))
+
+
+def weak_lexical_counts_less(query: str) -> bool:
+    """Whether a lexical match counts by the share of the question it matches, not by
+    its rank alone.
+
+    Chinese queries are segmented into many common words and single characters that
+    carry no topic ("这次", "哪"), so a message matching only those still takes a rank.
+    English terms are stemmed content words without stopwords: there a weak match still
+    helps, and scaling it lost LoCoMo evidence (docs/benchmarks.md)."""
+    return has_cjk(query)
+
+
+def channel_credit(
+    c: Candidate, n_terms: int | None, named: set[str], by_share: bool
+) -> dict[str, float]:
+    """What each channel's rank is worth to ``c``: reciprocal rank, weighted; a reply's
+    share of its unit's dense hits; a Chinese lexical match by the share of the
+    question it matches."""
+    credit: dict[str, float] = {}
+    short = max(n_terms, 1) / MIN_CONTENT_TERMS if n_terms is not None else 1.0
+    for ch, r in c.ranks.items():
+        w = CHANNEL_WEIGHTS.get(ch, 1.0) / (RRF_K + r) * min(short, 1.0)
+        if ch in c.unit_tail and (c.name is None or c.name.casefold() not in named):
+            w *= UNIT_TAIL
+        if ch == "lexical" and by_share and c.lexical_share is not None:
+            w *= c.lexical_share
+        credit[ch] = w
+    return credit
 
 
 def named_authors(query: str, candidates: Iterable[Candidate]) -> set[str]:

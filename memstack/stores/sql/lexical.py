@@ -48,6 +48,9 @@ class LexicalHit:
     content: str
     created_at: datetime
     score: float
+    # The score over what a message holding every query term once would score (0-1):
+    # how much of the question the message matches, comparable across queries.
+    share: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -91,20 +94,23 @@ def _rank(
     df: Counter[str] = Counter()
     for d in docs:
         df.update(t for t in weights if t in d.terms)
+    n_docs = max(n_docs, len(docs))
     scores = bm25(
         weights,
         [d.terms for d in docs],
-        n_docs=max(n_docs, len(docs)),
+        n_docs=n_docs,
         avgdl=avgdl,
         df=df,
         lengths=[d.length for d in docs],
     )
+    # A message holding each term once, at the average length: sum of weight x idf.
+    [ideal] = bm25(weights, [Counter(list(weights))], n_docs=n_docs, avgdl=1.0, df=df, lengths=[1])
     ranked = sorted(
         ((s, d) for s, d in zip(scores, docs, strict=True) if s > 0),
         key=lambda p: (-p[0], -p[1].created_at.timestamp(), p[1].msg_id),
     )
     return [
-        LexicalHit(d.msg_id, d.session_id, d.role, d.content, d.created_at, s)
+        LexicalHit(d.msg_id, d.session_id, d.role, d.content, d.created_at, s, min(s / ideal, 1.0))
         for s, d in ranked[:limit]
     ]
 
