@@ -112,6 +112,24 @@ async def test_a_hit_says_how_much_of_the_question_it_matches(mem: AsyncMemory) 
     assert ids[2] not in share and all(0.0 < v <= 1.0 for v in share.values())
 
 
+async def test_one_call_stores_more_messages_than_one_statement_can_bind(
+    mem: AsyncMemory,
+) -> None:
+    # 8,000 rows of nine columns are 72,000 parameters, past PostgreSQL's 65,535 for
+    # one statement: the insert splits them, and a second call finds them all present.
+    user = new_id("heavy")
+    ids = await _put(mem, user, [f"turn {i} about the garden" for i in range(8000)])
+    async with mem.db_sessions.begin() as s:
+        again = await ledger.insert_messages(
+            s,
+            [Message(i, user, i.split(":")[0], "user", "x", T0) for i in ids[:10]]
+            + [Message(f"{ids[0]}-new", user, ids[0].split(":")[0], "user", "y", T0)],
+        )
+    async with mem.db_sessions() as s:
+        hits = await ledger_search.search(s, user, {"garden": 1.0}, limit=5)
+    assert again == 1 and len(hits) == 5  # only the one new id counts
+
+
 def test_parse_keywords() -> None:
     assert lexical.parse_keywords('```json\n{"keywords": ["laptop", "budget"]}\n```') == [
         "laptop",

@@ -43,32 +43,41 @@ def dialect_insert(session: AsyncSession, table: type[object]):  # type: ignore[
     return (pg_insert if name == "postgresql" else sqlite_insert)(table)
 
 
+# Rows per INSERT statement: PostgreSQL takes at most 65,535 bound parameters in one
+# statement (nine a message here), and SQLite builds of old allow far fewer.
+ROWS_PER_INSERT = 1000
+
+
 async def insert_messages(session: AsyncSession, messages: Sequence[Message]) -> int:
-    """Insert, ignoring ids already present (redelivery); returns rows actually new."""
-    if not messages:
-        return 0
-    stmt = (
-        dialect_insert(session, MessageRow)
-        .values(
-            [
-                {
-                    "msg_id": m.msg_id,
-                    "user_id": m.user_id,
-                    "session_id": m.session_id,
-                    "role": m.role,
-                    "content": m.content,
-                    "created_at": m.created_at,
-                    "name": m.name,
-                    "search_terms": search_terms(m),
-                    "accepted_at": m.accepted_at,
-                }
-                for m in messages
-            ]
+    """Insert, ignoring ids already present (redelivery); returns rows actually new.
+    Any number of messages: the rows go in statements of :data:`ROWS_PER_INSERT`."""
+    new = 0
+    for start in range(0, len(messages), ROWS_PER_INSERT):
+        part = messages[start : start + ROWS_PER_INSERT]
+        stmt = (
+            dialect_insert(session, MessageRow)
+            .values(
+                [
+                    {
+                        "msg_id": m.msg_id,
+                        "user_id": m.user_id,
+                        "session_id": m.session_id,
+                        "role": m.role,
+                        "content": m.content,
+                        "created_at": m.created_at,
+                        "name": m.name,
+                        "search_terms": search_terms(m),
+                        "accepted_at": m.accepted_at,
+                    }
+                    for m in part
+                ]
+            )
+            .on_conflict_do_nothing(index_elements=["msg_id"])
+            .returning(MessageRow.msg_id)
         )
-        .on_conflict_do_nothing(index_elements=["msg_id"])
-    )
-    result = await session.execute(stmt)
-    return int(getattr(result, "rowcount", 0) or 0)
+        # Counted from RETURNING: psycopg reports no rowcount for ON CONFLICT DO NOTHING.
+        new += len((await session.execute(stmt)).all())
+    return new
 
 
 async def recent_messages(
