@@ -1,4 +1,5 @@
-"""Read-path latency: ``context()`` over 10k and 100k chunks spread across 1,000 users.
+"""Read-path latency: ``context()`` over 10k and 100k chunks spread across 1,000 users,
+or held by fewer (``--users 1``: one heavy user holding them all).
 
 Stores: the local Redis and PostgreSQL servers, Chroma embedded in a temp folder, the
 default embedder (``MEMSTACK_EMBEDDER`` picks another), whose query embedding is part
@@ -10,9 +11,10 @@ chunk takes a pool text with its vector plus a little noise (every vector differ
 HNSW index sees a realistic spread). Ledger rows carry the same texts, so the lexical
 channel finds what the vectors find.
 
-Prints each stage's median share of the call, and as its last line
-``{"chunks": …, "p50_ms": …, "p99_ms": …}`` for the largest size. Goal: p99 ≤ 50 ms.
-Run: ``python benchmarks/context.py [--sizes 10000 100000] [--queries 300]``;
+Prints each stage's median share of the call, and as its last line a JSON list of
+``{"users": …, "chunks": …, "p50_ms": …, "p99_ms": …}``, one per users × size, all from
+the same run. Goal: p99 ≤ 50 ms.
+Run: ``python benchmarks/context.py [--sizes 10000 100000] [--users 1 1000] [--queries 300]``;
 ``--brute-force-max 0`` sends every search to Chroma's filtered HNSW query, for the
 comparison with the brute-force scoring of small scopes; ``--shards 1`` keeps all
 vectors in one collection, as before sharding; ``--named`` asks questions that name
@@ -47,6 +49,7 @@ from memstack.stores.vectors.base import VectorRecord
 from memstack.stores.vectors.chroma import ChromaStore
 
 USERS = 1000
+# Users the queries go to (each with a live session and a fact); fewer when fewer exist.
 SAMPLED_USERS = 100
 POOL = 4000
 NOW = datetime(2025, 6, 1, tzinfo=UTC)
@@ -83,12 +86,12 @@ def question(rng: random.Random, named: bool = False) -> str:
     return f"What did we say about {topic}?"
 
 
-async def build(mem: AsyncMemory, chunks: int, rng: random.Random) -> list[str]:
+async def build(mem: AsyncMemory, chunks: int, n_users: int, rng: random.Random) -> list[str]:
     texts = list({sentence(rng) for _ in range(POOL * 2)})[:POOL]
     pool = np.asarray(await mem.embedder.embed(texts), dtype=np.float32)
     store = await mem.memory_vectors()
-    per_user = chunks // USERS
-    users = [f"bu{i:04d}" for i in range(USERS)]
+    per_user = chunks // n_users
+    users = [f"bu{i:04d}" for i in range(n_users)]
     records: list[VectorRecord] = []
     rows: list[Message] = []
     for u in users:
@@ -130,7 +133,7 @@ async def build(mem: AsyncMemory, chunks: int, rng: random.Random) -> list[str]:
         await store.upsert(records)
         async with mem.db_sessions.begin() as s:
             await ledger.insert_messages(s, rows)
-    sampled = rng.sample(users, SAMPLED_USERS)
+    sampled = rng.sample(users, min(SAMPLED_USERS, n_users))
     for u in sampled:
         # A live session with a few turns and a stated fact, as a real caller has.
         for i in range(4):
@@ -178,7 +181,7 @@ def pct(values: list[float], p: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[p - 1]
 
 
-async def run_size(chunks: int, args: argparse.Namespace) -> dict[str, float]:
+async def run_size(chunks: int, n_users: int, args: argparse.Namespace) -> dict[str, float]:
     name = f"memstack_bench_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(args.pg_admin, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
@@ -201,8 +204,8 @@ async def run_size(chunks: int, args: argparse.Namespace) -> dict[str, float]:
                 assert isinstance(store, ChromaStore)
                 store.brute_force_max = args.brute_force_max
             t0 = time.perf_counter()
-            users = await build(mem, chunks, rng)
-            print(f"{chunks} chunks over {USERS} users built in {time.perf_counter() - t0:.0f} s")
+            users = await build(mem, chunks, n_users, rng)
+            print(f"{chunks} chunks over {n_users} users built in {time.perf_counter() - t0:.0f} s")
             # What autovacuum does within a minute of a bulk load; it is off on some
             # machines (this one), and an unanalysed table gets plans that scan a
             # user's whole history per candidate instead of a few index steps.
@@ -225,6 +228,7 @@ async def run_size(chunks: int, args: argparse.Namespace) -> dict[str, float]:
             med = statistics.median(stages[stage])
             print(f"  {stage:14s} median {med:6.1f} ms  ({med / p50_total:5.0%} of the call)")
     return {
+        "users": n_users,
         "chunks": chunks,
         "p50_ms": round(p50_total, 1),
         "p99_ms": round(pct(totals, 99), 1),
@@ -234,6 +238,7 @@ async def run_size(chunks: int, args: argparse.Namespace) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--users", type=int, nargs="+", default=[USERS])
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument(
         "--brute-force-max",
@@ -255,8 +260,12 @@ def main() -> None:
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--pg-admin", default="postgresql://postgres@127.0.0.1:5432/postgres")
     args = parser.parse_args()
-    results = [asyncio.run(run_size(n, args)) for n in sorted(args.sizes)]
-    print(json.dumps(results[-1]))
+    results = [
+        asyncio.run(run_size(n, users, args))
+        for users in sorted(args.users)
+        for n in sorted(args.sizes)
+    ]
+    print(json.dumps(results))
     sys.stdout.flush()
 
 
