@@ -34,6 +34,7 @@ from memstack.knowledge.base import (
 from memstack.knowledge.cache import KnowledgeCache, KnowledgeTurn, kb_search
 from memstack.knowledge.reembed import reembed
 from memstack.ml.embedders import Embedder, build_embedder, prepare_queries
+from memstack.recall import Recall
 from memstack.recall.result import ContextResult
 from memstack.stores import home
 from memstack.stores.journal import Journal
@@ -42,7 +43,6 @@ from memstack.stores.redis.working_memory import SessionState, WorkingMemory
 from memstack.stores.sql import db, tool_results, vector_space
 from memstack.stores.vectors.base import VectorStore
 from memstack.verbs.keys import KeyManagement
-from memstack.verbs.namespaces import NamespacedRecall
 from memstack.verbs.operations import Operations
 from memstack.verbs.reading import Management
 from memstack.verbs.transfer import Portability
@@ -85,7 +85,7 @@ class AsyncMemory(Management, KeyManagement, Portability, Operations, Writing):
         self._kb_store: VectorStore | None = None
         self._kbs: dict[str, KnowledgeBase] = {}
         self._knowledge_cache: KnowledgeCache | None = None
-        self._recall: NamespacedRecall | None = None
+        self._recall: Recall | None = None
         self._build_lock = asyncio.Lock()
 
     @classmethod
@@ -402,10 +402,10 @@ class AsyncMemory(Management, KeyManagement, Portability, Operations, Writing):
         await self.recall.prepare()
 
     @property
-    def recall(self) -> NamespacedRecall:
+    def recall(self) -> Recall:
         """The read path over this object's stores; built on first use."""
         if self._recall is None:
-            self._recall = NamespacedRecall(
+            self._recall = Recall(
                 self.settings,
                 working=self.working,
                 sessions=self.db_sessions,

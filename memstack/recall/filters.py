@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memstack.core import metrics
+from memstack.core import namespaces as ns
 from memstack.core.settings import Settings
 from memstack.recall.assembly import Labels, age_header, mark_outdated, render_turn
 from memstack.recall.gather import _Gathered
@@ -143,3 +144,18 @@ def filter_candidates(
         else:
             dropped.append(candidate_item(c, ids, False, reason, detail))
     return passed.eligible, dropped
+
+
+def in_namespaces(ranked: Sequence[Candidate], asked: frozenset[str]) -> list[Candidate]:
+    """The conversation's candidates, and those of the integration namespaces ``asked``
+    for (a LangGraph item's stored JSON then read as text). Left out before anything is
+    packed, an integration's item costs no budget and no manifest line."""
+    kept: list[Candidate] = []
+    for c in ranked:
+        space = ns.namespace_of(c.msg_id)
+        if space is not None and space not in asked:
+            continue
+        if space == ns.LANGGRAPH and c.content is not None:
+            c.content = ns.as_text(c.content)
+        kept.append(c)
+    return kept

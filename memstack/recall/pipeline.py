@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -19,7 +19,7 @@ from memstack.ml.reranker import RERANK_K, CrossEncoder
 from memstack.recall import lexical, word_neighbours
 from memstack.recall.assembly import labels_for, section_tokens
 from memstack.recall.candidates import _with_preview, collect, fill_from_rows, row_requests
-from memstack.recall.filters import filter_candidates
+from memstack.recall.filters import filter_candidates, in_namespaces
 from memstack.recall.gather import (
     KnowledgeProvider,
     VectorsProvider,
@@ -147,6 +147,7 @@ class Recall:
         now: datetime | float | None = None,
         locale: str | None = None,
         system: str | None = None,
+        namespaces: Iterable[str] = (),
     ) -> ContextResult:
         started = time.perf_counter()
         req = make_request(
@@ -158,6 +159,7 @@ class Recall:
             now=now,
             locale=locale,
             system=system,
+            namespaces=namespaces,
         )
         g = _Gathered()
         queries, rewrite = await query_rewrites(
@@ -238,6 +240,8 @@ class Recall:
         """The history candidates that pass the filters, best first; the manifest gets
         the drops."""
         ranked, dropped, rows = await self.ranked(g, req, window_ids)
+        # search() hands out every namespace; context() only those it was asked for.
+        ranked = in_namespaces(ranked, req.namespaces)
         manifest.extend(_with_preview(d, rows) for d in dropped)
         eligible, filtered = filter_candidates(ranked, g, req, self.settings)
         manifest.extend(filtered)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from memstack.core import namespaces as ns
 from memstack.core.errors import InvalidContent, ValidationError
 from memstack.core.ids import validate_id
 from memstack.core.inputs import check_text
@@ -29,6 +31,8 @@ class Request:
     reserved: int  # tokens of the system text and the current input
     now_s: float
     period: Period | None  # the time span the query names
+    # Integration namespaces whose messages may be recalled besides the conversation's.
+    namespaces: frozenset[str]
     # The rules' rewrite; the call replaces it with the widened one once it is known.
     rewrite: Rewrite
 
@@ -43,8 +47,10 @@ def make_request(
     now: datetime | float | None,
     locale: str | None,
     system: str | None,
+    namespaces: Iterable[str] = (),
 ) -> Request:
     validate_id("user_id", user_id)
+    asked = ns.check_all(namespaces)
     validate_id("session_id", session_id)
     if not check_text("query", query, max_bytes=settings.max_message_bytes).strip():
         raise InvalidContent("query must be a non-empty string")
@@ -76,6 +82,7 @@ def make_request(
         reserved=reserved,
         now_s=now_s,
         period=period,
+        namespaces=asked,
         rewrite=rewrite_query(query),
     )
 
