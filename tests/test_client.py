@@ -43,6 +43,7 @@ from memstack import (
     Forbidden,
     HomeInUse,
     ImportReport,
+    IngestStatus,
     InvalidContent,
     InvalidId,
     KBDocument,
@@ -61,10 +62,12 @@ from memstack import (
     StoredFact,
     StoreStatus,
     StoreUnavailable,
+    StreamLag,
     Unauthorized,
     UserIdentity,
     UserOverview,
     ValidationError,
+    WorkerBeat,
     WorkerReport,
 )
 from memstack.client import CLIENT_ONLY, LIBRARY_ONLY, AsyncMemoryClient, MemoryClient
@@ -132,7 +135,7 @@ def test_every_field_of_a_rebuilt_type_travels_but_the_documented_ones() -> None
     its default, silently: it must travel, or be named here (and in the client's
     docstring)."""
     from memstack.server import manage_schemas, schemas
-    from memstack.server.http import transfer_routes
+    from memstack.server.http import status_routes, transfer_routes
 
     untravelled = {
         StoredFact: {"withheld"},
@@ -158,6 +161,9 @@ def test_every_field_of_a_rebuilt_type_travels_but_the_documented_ones() -> None
         (StoredCandidate, manage_schemas.CandidateOut),
         (UserIdentity, manage_schemas.IdentityOut),
         (ImportReport, transfer_routes.ImportOut),
+        (IngestStatus, status_routes.StatusOut),
+        (WorkerBeat, status_routes.WorkerOut),
+        (StreamLag, status_routes.StreamOut),
     ]
     for cls, wire in pairs:
         fields = {f.name for f in dataclasses.fields(cls)}
@@ -185,6 +191,7 @@ ROUTE_CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("kb_remove", ("d",), {}),
     ("drain", (), {}),
     ("health", (), {}),
+    ("status", (), {}),
     ("get_message", ("u", "u/s:1"), {}),
     ("delete_message", ("u", "u/s:1"), {}),
     ("search", ("u", "q"), {}),
@@ -343,7 +350,27 @@ async def test_ids_are_checked_and_encoded_before_sending(kind: str) -> None:
         await do(c.set_state, "alice", "s1", ["step", 1])
     with pytest.raises(ValidationError, match="not JSON"):
         await do(c.set_state, "alice", "s1", {"when": datetime.now(UTC)})
+    with pytest.raises(ValidationError, match="namespace 'nope'"):
+        await do(c.context, "alice", "s1", "q", namespaces=["nope"])
+    with pytest.raises(ValidationError, match="list"):
+        await do(c.context, "alice", "s1", "q", namespaces="langgraph")
     assert len(seen) == 1  # none of the refused calls was sent
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_namespaces_travel_only_when_asked(kind: str) -> None:
+    bodies: list[dict[str, Any]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        bodies.append(json.loads(request.content))
+        return httpx.Response(404, json={"error": "NotFound", "detail": "recorded"})
+
+    c = _mock(handler, kind)
+    for namespaces in ((), ["llama_index", "langgraph"]):
+        with pytest.raises(NotFound):
+            await do(c.context, "alice", "s1", "q", namespaces=namespaces)
+    # None asked is left out, so a server that predates namespaces still answers.
+    assert [b.get("namespaces") for b in bodies] == [None, ["langgraph", "llama_index"]]
 
 
 def test_constructor_refuses_a_blank_key_and_a_bad_timeout() -> None:
@@ -626,6 +653,58 @@ async def test_health_and_keys_through_the_client(client: Any, server: Server) -
                 await do(c.sessions, "alice")
             # /healthz is open to a client without a key.
             assert all(s.ok for s in (await do(c.health)).values())
+
+
+@pytest.mark.services
+@pytest.mark.slow
+async def test_ingest_status_through_the_client(
+    client: Any, server: Server, library: AsyncMemory
+) -> None:
+    from memstack.stores.redis import workers
+
+    # A worker's heartbeat, as a running `memstack worker` writes it.
+    await workers.beat(library.working.redis, library.working.keys, "w-client", ttl_s=30)
+    try:
+        await do(client.remember, new_id("u"), new_id("s"), "user", "waiting for a worker")
+        status = await do(client.status)
+        assert isinstance(status, IngestStatus) and status.pending >= 1
+        [beat] = [w for w in status.workers if w.worker_id == "w-client"]
+        assert isinstance(beat, WorkerBeat) and 0 <= beat.age_s < 30
+        mine = await library.status()
+        assert [(w.worker_id, w.host, w.pid) for w in status.workers] == [
+            (w.worker_id, w.host, w.pid) for w in mine.workers
+        ]
+        assert [s.stream for s in status.streams] == [s.stream for s in mine.streams]
+        assert all(isinstance(s, StreamLag) for s in status.streams)
+        await do(client.drain)
+        assert (await do(client.status)).pending == 0
+    finally:
+        await library.working.redis.delete(library.working.keys.worker("w-client"))
+    _, key = await library.create_key(new_id("u"))
+    async with client_of(kind_of(client), server.url, api_key=key) as c:
+        with pytest.raises(Forbidden):  # it names hosts and process ids: admin only
+            await do(c.status)
+
+
+@pytest.mark.services
+@pytest.mark.slow
+async def test_integration_namespaces_through_the_client(client: Any, library: AsyncMemory) -> None:
+    pytest.importorskip("langgraph.store.base")
+    from memstack.integrations.langgraph import MemstackStore
+
+    user, other, question = new_id("u"), new_id("u"), "which tea do I prefer, oolong?"
+    # Written here, ingested by the server's drain (its vectors, its home).
+    store = MemstackStore(library, drain=False)
+    await store.aput((user, "prefs"), "tea", {"text": "prefers oolong tea brewed twice"})
+    await do(client.remember, user, "chat", "user", "Good morning, what should I drink?")
+    await do(client.remember, other, "chat", "user", "I like tea")
+    await do(client.drain)
+
+    assert "brewed twice" not in (await do(client.context, user, "chat", question)).text
+    asked = await do(client.context, user, "chat", question, namespaces=["langgraph"])
+    assert "prefers oolong tea brewed twice" in asked.text and '{"text"' not in asked.text
+    theirs = await do(client.context, other, "chat", question, namespaces=["langgraph"])
+    assert "brewed twice" not in theirs.text
 
 
 @pytest.mark.services

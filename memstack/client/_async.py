@@ -13,6 +13,7 @@ from memstack import (
     Document,
     ExportReport,
     ImportReport,
+    IngestStatus,
     KBDocument,
     KBHit,
     Message,
@@ -143,6 +144,7 @@ class AsyncMemoryClient:
         now: Timestamp | None = None,
         locale: str | None = None,
         system: str | None = None,
+        namespaces: Sequence[str] = (),
     ) -> ContextResult:
         return await self._send(
             _ops.context(
@@ -153,6 +155,7 @@ class AsyncMemoryClient:
                 now=now,
                 locale=locale,
                 system=system,
+                namespaces=namespaces,
             )
         )
 
@@ -256,6 +259,9 @@ class AsyncMemoryClient:
 
     async def health(self) -> dict[str, StoreStatus]:
         return await self._send(_ops.health())
+
+    async def status(self) -> IngestStatus:
+        return await self._send(_ops.status())
 
     # --- export and import -------------------------------------------------------------------
     async def export(

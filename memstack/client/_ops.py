@@ -14,6 +14,7 @@ from memstack import (
     AddResult,
     ContextResult,
     Document,
+    IngestStatus,
     KBDocument,
     KBHit,
     Message,
@@ -24,9 +25,11 @@ from memstack import (
     StoredCandidate,
     StoredFact,
     StoreStatus,
+    StreamLag,
     UserErasure,
     UserIdentity,
     UserOverview,
+    WorkerBeat,
     WorkerReport,
 )
 from memstack.client._wire import (
@@ -40,6 +43,7 @@ from memstack.client._wire import (
     session_path,
     user_path,
 )
+from memstack.core import namespaces as ns
 from memstack.core.errors import ValidationError
 from memstack.core.identity import check_identity
 from memstack.core.ids import (
@@ -141,13 +145,18 @@ def context(
     now: Timestamp | None = None,
     locale: str | None = None,
     system: str | None = None,
+    namespaces: Sequence[str] = (),
 ) -> Call[ContextResult]:
+    # Checked here as the library checks them; none asked is left out of the body, so
+    # a server without integration namespaces still answers the call.
+    asked = sorted(ns.check_all(namespaces))
     body = {
         "query": query,
         "budget_tokens": budget_tokens,
         "now": moment_text("now", now),
         "locale": locale,
         "system": system,
+        "namespaces": asked or None,
     }
     return call("POST", session_path(user_id, session_id, "context"), context_result, body=body)
 
@@ -403,6 +412,21 @@ def drain(*, now: Timestamp | None = None, summarize: bool = True) -> Call[Worke
             "own clock and summarises quiet sessions"
         )
     return call("POST", "/v1/admin/drain", lambda d: build(WorkerReport, d))
+
+
+def _status(d: Any) -> IngestStatus:
+    # pending, oldest_age_s and stalled travel too, but the library computes them from
+    # the workers and streams, so they are not read back.
+    return IngestStatus(
+        workers=tuple(build(WorkerBeat, w) for w in d["workers"]),
+        streams=tuple(build(StreamLag, s) for s in d["streams"]),
+    )
+
+
+def status() -> Call[IngestStatus]:
+    """``GET /v1/admin/status``: the live ingest workers and each stream's lag (an
+    admin key or the token; a user key is Forbidden)."""
+    return call("GET", "/v1/admin/status", _status)
 
 
 def health() -> Call[dict[str, StoreStatus]]:

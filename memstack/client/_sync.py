@@ -13,6 +13,7 @@ from memstack import (
     Document,
     ExportReport,
     ImportReport,
+    IngestStatus,
     KBDocument,
     KBHit,
     Message,
@@ -143,6 +144,7 @@ class MemoryClient:
         now: Timestamp | None = None,
         locale: str | None = None,
         system: str | None = None,
+        namespaces: Sequence[str] = (),
     ) -> ContextResult:
         return self._send(
             _ops.context(
@@ -153,6 +155,7 @@ class MemoryClient:
                 now=now,
                 locale=locale,
                 system=system,
+                namespaces=namespaces,
             )
         )
 
@@ -254,6 +257,9 @@ class MemoryClient:
 
     def health(self) -> dict[str, StoreStatus]:
         return self._send(_ops.health())
+
+    def status(self) -> IngestStatus:
+        return self._send(_ops.status())
 
     # --- export and import -------------------------------------------------------------------
     def export(

@@ -53,6 +53,7 @@ from memstack.server.schemas import (
     FactsOut,
     ForgetOut,
     ForgetUserOut,
+    IntegrationNamespace,
     KBHitOut,
     KBHitsOut,
     LedgerOut,
@@ -144,6 +145,13 @@ async def recall_context(
         int | None, Field(description="Token budget of the text; default from settings.")
     ] = None,
     locale: Annotated[Locale | None, Field(description="Label language: zh or en.")] = None,
+    namespaces: Annotated[
+        list[IntegrationNamespace] | None,
+        Field(
+            description="Memory an integration keeps to recall as well: langgraph (store "
+            "items), llama_index (its chat turns). Default: the user's conversation only."
+        ),
+    ] = None,
 ) -> str:
     """What memory knows for this message, as prompt text: known facts, related history
     and recent dialogue, within a token budget."""
@@ -151,7 +159,12 @@ async def recall_context(
     with as_tool_errors():
         await served.catch_up()
         result = await served.memory.context(
-            user_id, session_id, query, budget_tokens=budget_tokens, locale=locale
+            user_id,
+            session_id,
+            query,
+            budget_tokens=budget_tokens,
+            locale=locale,
+            namespaces=namespaces or (),
         )
     return result.text
 

@@ -73,6 +73,9 @@ Namespace = Annotated[
 Text = Annotated[str, Field(pattern=TEXT_PATTERN)]
 NotBlank = Annotated[str, Field(pattern=NOT_BLANK_PATTERN)]
 Role = Literal["user", "assistant", "system", "tool"]
+# memstack.core.namespaces.NAMESPACES as a Literal (a test holds the two equal), so the
+# OpenAPI document lists the names and a wrong one is refused before the library runs.
+IntegrationNamespace = Literal["langgraph", "llama_index"]
 # Epoch seconds up to the year 2603: pydantic reads larger numbers as milliseconds.
 MAX_EPOCH_S = 20_000_000_000
 # JSON Schema's date-time (RFC 3339) with its offset; pydantic alone would also read
@@ -213,6 +216,12 @@ class ContextIn(BaseModel):
         default=None, description="Fixes recency and relative ages, so a call can be replayed."
     )
     system: Text | None = None
+    namespaces: list[IntegrationNamespace] = Field(
+        default_factory=list,
+        description="Memory an integration keeps to recall as well (LangGraph store items, "
+        "LlamaIndex chat turns), each value as text; the user's own conversation is always "
+        "recalled. Default: none.",
+    )
 
 
 class SectionOut(_FromCore):

@@ -125,6 +125,7 @@ async def context(
         locale=body.locale,
         now=body.now,
         system=body.system,
+        namespaces=body.namespaces,
     )
     return ContextOut.of(result)
 
