@@ -157,17 +157,17 @@ def test_users_facts_timeline_and_sessions(
     user = story["user"]
     browser.get(f"{server}/ui/users/{user}")
     [current] = texts(browser, "#facts tbody tr")
-    assert current.startswith('budget_limit {"amount": 8000, "currency": "CNY"}')
+    assert current.startswith("budget_limit 8,000 CNY")
     timeline = texts(browser, '.timeline[data-key="budget_limit"] li')
-    assert '"amount": 5000' in timeline[0] and "replaced by" in timeline[0]
-    assert '"amount": 8000' in timeline[1] and "current" in timeline[1]
+    assert "5,000 CNY" in timeline[0] and "replaced by" in timeline[0]
+    assert "8,000 CNY" in timeline[1] and "current" in timeline[1]
     # Shown in the browser's zone (UTC+8), not the server's UTC.
     [first_seen] = texts(browser, "#sessions tbody tr td:nth-child(3)")
-    assert first_seen.startswith("01/11/2026, 17:00:00")
+    assert first_seen == "1 Nov 2026, 17:00:00 UTC+8"
     shot(browser, "user")
     click(browser, '.timeline[data-key="budget_limit"] li.current a')
     assert "其实我可以到八千" in browser.find_element("id", "message").text
-    assert texts(browser, "#stated tbody tr")[0].startswith('budget_limit {"amount": 8000')
+    assert texts(browser, "#stated tbody tr")[0].startswith("budget_limit 8,000 CNY")
     shot(browser, "message")
     browser.back()
 
@@ -179,18 +179,35 @@ def test_users_facts_timeline_and_sessions(
     shot(browser, "session")
 
 
-def test_facts_as_of_a_moment_typed_in_local_time(
-    server: str, browser: Any, story: dict[str, str]
+@pytest.mark.parametrize(
+    ("lang", "shown"),
+    [("en", "1 Nov 2026, 17:00:00 UTC+8"), ("zh", "2026年11月1日 17:00:00 UTC+8")],
+)
+def test_the_as_of_field_takes_a_time_copied_from_the_page(
+    server: str, browser: Any, story: dict[str, str], lang: str, shown: str
 ) -> None:
-    browser.get(f"{server}/ui/users/{story['user']}")
-    field = browser.find_element("css selector", 'input[type="datetime-local"]')
-    # 2026-11-02 08:00 in UTC+8 is midnight UTC: after 5000 was said, before 8000.
-    browser.execute_script("arguments[0].value = '2026-11-02T08:00:00'", field)
-    click(browser, "#facts form button")
-    assert "as_of=2026-11-02T00%3A00%3A00.000Z" in browser.current_url
+    browser.get(f"{server}/ui/users/{story['user']}?lang={lang}")
+    # The moment 5000 was said, copied from the timeline as the page shows it.
+    said = browser.find_element("css selector", '.timeline[data-key="budget_limit"] li time')
+    assert said.text == shown
+    field = browser.find_element("id", "as-of")
+    assert field.get_attribute("type") == "text"
+    field.send_keys(said.text)
+    click(browser, "#as-of-form button")
     [then] = texts(browser, "#facts tbody tr")
-    assert then.startswith('budget_limit {"amount": 5000')
-    shot(browser, "facts-as-of")
+    assert then.startswith("budget_limit 5,000 CNY")
+    # The field keeps the moment, written as the rows write times.
+    assert browser.find_element("id", "as-of").get_attribute("value") == shown
+    assert browser.find_element("css selector", "#facts h2 time").text == shown
+    shot(browser, f"facts-as-of-{lang}")
+    # Without seconds or zone, the viewer's own zone: 08:00 on 2 Nov in UTC+8.
+    browser.find_element("id", "as-of").clear()
+    browser.find_element("id", "as-of").send_keys(
+        "2 Nov 2026 08:00" if lang == "en" else "2026年11月2日 08:00"
+    )
+    click(browser, "#as-of-form button")
+    assert texts(browser, "#facts tbody tr")[0].startswith("budget_limit 5,000 CNY")
+    browser.get(f"{server}/ui/users/{story['user']}?lang=en")
 
 
 def test_the_context_preview_shows_the_context_and_its_manifest(
@@ -235,7 +252,7 @@ def test_the_pages_switch_to_chinese(server: str, browser: Any, story: dict[str,
     assert browser.find_element("css selector", "#facts h2").text.startswith("当前事实")
     assert browser.find_element("css selector", "#timeline h2").text == "事实时间线"
     first_seen = texts(browser, "#sessions tbody tr td:nth-child(3)")[0]
-    assert first_seen.startswith("2026/11/01 17:00:00")
+    assert first_seen == "2026年11月1日 17:00:00 UTC+8"
     shot(browser, "user-zh")
     click(browser, "#lang-switch")
     assert browser.find_element("css selector", "#facts h2").text.startswith("Current facts")
@@ -286,7 +303,7 @@ def test_a_user_signs_in_and_confirms_a_fact_candidate(
         assert browser.current_url == f"{server}/ui/users/{user}"  # a user key's own page
         assert texts(browser, "#facts tbody tr") == []
         [pending] = texts(browser, "#candidates tbody tr")
-        said = f"#{candidate.id} city Porto {candidate.confidence:.2f} 01/11/2026, 17:00:00"
+        said = f"#{candidate.id} city Porto {candidate.confidence:.2f} 1 Nov 2026, 17:00:00 UTC+8"
         assert pending.startswith(said) and "pending" in pending
         shot(browser, "candidates")
         click(browser, f'tr[data-candidate="{candidate.id}"] button.confirm')
@@ -301,6 +318,76 @@ def test_a_user_signs_in_and_confirms_a_fact_candidate(
         with Memory(settings) as mem:
             assert [(f.key, f.value) for f in mem.facts(user)] == [("city", "Porto")]
             assert [c.status for c in mem.candidates(user, status="all")] == ["confirmed"]
+    finally:  # the other tests read every user's pages, as the token
+        browser.delete_all_cookies()
+        browser.get(f"{server}/ui/login")
+        browser.find_element("id", "key").send_keys(TOKEN)
+        click(browser, "#sign-in button")
+
+
+def test_a_session_page_opens_each_message_and_a_fact_shows_what_ended_it(
+    server: str, browser: Any, story: dict[str, str]
+) -> None:
+    user = story["user"]
+    browser.get(f"{server}/ui/users/{user}/sessions/{story['session']}")
+    # Every stored row links (an earlier test's drain may have stored the queued one).
+    links = browser.find_elements("css selector", "#ledger tbody tr a.message-link")
+    assert len(links) == len(texts(browser, "#ledger tbody tr")) >= 3
+    click(browser, "#ledger tbody tr:nth-child(2) a.message-link")
+    assert "好的，五千以内。" in browser.find_element("id", "message").text
+    shot(browser, "message-from-session")
+
+    browser.get(f"{server}/ui/users/{user}")
+    old = browser.find_element("css selector", '.timeline[data-key="budget_limit"] li.ended')
+    assert "ended by" in old.text
+    click(browser, '.timeline[data-key="budget_limit"] li.ended .ended-by a')
+    assert "其实我可以到八千" in browser.find_element("id", "message").text
+    [ended] = texts(browser, "#ended tbody tr")
+    assert ended.startswith("budget_limit 5,000 CNY 1 Nov 2026, 17:00:00 UTC+8")
+    shot(browser, "message-ended-a-fact")
+
+
+def test_values_read_as_text(server: str, browser: Any, settings: Settings) -> None:
+    user = new_id("val")
+    with Memory(settings) as mem:
+        mem.remember(user, new_id("s"), "user", "hello", ts=T0)
+        mem.drain(summarize=False)
+        mem.set_fact(user, "likes", ["tea", "hiking"])
+        mem.set_fact(user, "rooms", 12000)
+    browser.get(f"{server}/ui/users/{user}")
+    current = {
+        str(e.get_attribute("data-key")): e.text
+        for e in browser.find_elements("css selector", "#current-facts tbody tr")
+    }
+    assert current["likes"].startswith("likes tea, hiking")
+    assert current["rooms"].startswith("rooms 12,000")
+    assert "tea, hiking" in browser.find_element("css selector", '.timeline[data-key="likes"]').text
+    shot(browser, "values-as-text")
+
+
+def test_a_refused_page_says_which_key_and_how_to_sign_in_with_another(
+    server: str, browser: Any, settings: Settings, story: dict[str, str]
+) -> None:
+    own = new_id("cy")
+    with Memory(settings) as mem:
+        key, text = mem.create_key(own)
+    browser.delete_all_cookies()
+    try:
+        browser.get(f"{server}/ui/login")
+        browser.find_element("id", "key").send_keys(text)
+        click(browser, "#sign-in button")
+        browser.get(f"{server}/ui/users/{story['user']}")
+        assert "not open to the key" in browser.find_element("tag name", "h1").text
+        who = browser.find_element("id", "refused-who").text
+        assert who == f"You are signed in with key {key.key_id}, a user key of {own}."
+        assert "admin key" in browser.find_element("id", "refused-why").text
+        assert "8,000" not in browser.find_element("tag name", "main").text
+        shot(browser, "refused")
+        click(browser, "#sign-in-other")
+        browser.find_element("id", "key").send_keys(TOKEN)
+        click(browser, "#sign-in button")
+        browser.get(f"{server}/ui/users/{story['user']}")
+        assert texts(browser, "#facts tbody tr")[0].startswith("budget_limit 8,000 CNY")
     finally:  # the other tests read every user's pages, as the token
         browser.delete_all_cookies()
         browser.get(f"{server}/ui/login")

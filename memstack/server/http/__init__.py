@@ -109,6 +109,7 @@ def create_app(
         memory=lambda: app.state.memory,
         max_body_bytes=settings.max_body_bytes,
         concurrency=concurrency or 2 * settings.db_pool_size,
+        refused_page=ui.refused_page,
     )
     app.add_middleware(RequestMetrics)
     return app

@@ -208,8 +208,12 @@ class RequestGuard:
         memory: Callable[[], AsyncMemory],
         max_body_bytes: int,
         concurrency: int,
+        refused_page: Callable[[Scope], ASGIApp] | None = None,
     ) -> None:
         self.app = app
+        # The inspector's own 403 page (which key, why, how to sign in with another);
+        # the guard cannot import the pages, which sit beside it.
+        self.refused_page = refused_page
         self.token = token.encode() if token else None
         self.memory = memory
         self.max_body_bytes = max_body_bytes
@@ -270,6 +274,9 @@ class RequestGuard:
         async with self.slots:
             refused = None if is_open_page(path) else await self.refusal(scope, path)
             if refused is not None and is_page(path):
+                if refused.status == 403 and self.refused_page is not None:
+                    await self.refused_page(scope)(scope, receive, send)
+                    return
                 await send_page_refusal(send, refused.status, refused.detail)
                 return
             if refused is not None:

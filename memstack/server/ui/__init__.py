@@ -16,9 +16,9 @@ from fastapi.staticfiles import StaticFiles
 from memstack.core.settings import Settings
 from memstack.server.http.guard import PAGE_STATIC
 from memstack.server.ui import decisions, pages, signin
-from memstack.server.ui.errors import error_page
+from memstack.server.ui.errors import error_page, refused_page
 
-__all__ = ["error_page", "install"]
+__all__ = ["error_page", "install", "refused_page"]
 
 
 def install(app: FastAPI, settings: Settings) -> None:

@@ -23,9 +23,10 @@ from memstack.server.http.guard import viewer_of
 from memstack.server.http.manage_routes import MsgId
 from memstack.server.http.params import MemoryDep, SessionId, UserId
 from memstack.server.schemas import Namespace
-from memstack.server.ui import views
+from memstack.server.ui import dates, views
 from memstack.server.ui.decisions import CandidateView
 from memstack.server.ui.render import render
+from memstack.server.ui.text import language_of, words
 
 USERS_PER_PAGE = 50
 SESSIONS_PER_PAGE = 50
@@ -64,9 +65,7 @@ async def user(
     request: Request,
     user_id: UserId,
     mem: MemoryDep,
-    as_of: Annotated[
-        datetime | None, _EMPTY_IS_NONE, Query(description="Facts as they stood then.")
-    ] = None,
+    as_of: Annotated[str, Query(max_length=64, description="Facts as they stood then.")] = "",
     page: PageNumber = None,
     candidates: Annotated[CandidateView, Query(description="Which candidates.")] = "pending",
     cpage: PageNumber = None,
@@ -76,8 +75,9 @@ async def user(
     """A user's names, sessions, current facts (or as of a moment), each fact's timeline
     and the fact candidates (pending ones unless asked otherwise), with what was just
     decided."""
-    if as_of is not None and as_of.tzinfo is None:
-        as_of = as_of.replace(tzinfo=UTC)  # a moment typed without a zone is read as UTC
+    moment = dates.parse(as_of, dates.zone_of(request)) if as_of.strip() else None
+    if as_of.strip() and moment is None:
+        return _not_a_time(request, as_of)
     sessions = await mem.sessions(user_id)
     pager = views.Pager.of(len(sessions), SESSIONS_PER_PAGE, page, last_first=True)
     shown = sessions[pager.offset : pager.offset + pager.size]
@@ -94,8 +94,9 @@ async def user(
         names=names,
         sessions=list(reversed(shown)),
         pager=pager,
-        facts=await mem.facts(user_id, as_of=as_of),
-        as_of=as_of,
+        facts=await mem.facts(user_id, as_of=moment),
+        as_of=moment,
+        example=datetime.now(UTC).replace(microsecond=0),
         timelines=views.timelines(await mem.fact_history(user_id)),
         view=candidates,
         candidates=listed[candidate_pager.offset : candidate_pager.offset + candidate_pager.size],
@@ -143,11 +144,36 @@ async def message(request: Request, user_id: UserId, msg_id: MsgId, mem: MemoryD
     """One message (a fact's source links here, whatever page of its session it is on),
     the facts it stated and the fact candidates read from it."""
     found = await mem.get_message(user_id, msg_id)
-    stated = [f for f in await mem.fact_history(user_id) if f.msg_id == found.msg_id]
-    read = [c for c in await mem.candidates(user_id, status="all") if c.msg_id == found.msg_id]
+    history = await mem.fact_history(user_id)
+    endings = views.endings(history)
+    ended = [
+        views.Version(f, endings[f.id])
+        for f in history
+        if f.id in endings and endings[f.id].msg_id == found.msg_id
+    ]
     return render(
-        request, "message.html", user_id=user_id, message=found, facts=stated, candidates=read
+        request,
+        "message.html",
+        user_id=user_id,
+        message=found,
+        facts=[f for f in history if f.msg_id == found.msg_id],
+        endings=endings,
+        ended=ended,
+        candidates=[
+            c for c in await mem.candidates(user_id, status="all") if c.msg_id == found.msg_id
+        ],
     )
+
+
+def _not_a_time(request: Request, text: str) -> Response:
+    """A time field that names no moment: said on a page, with a time as the pages show
+    them to copy."""
+    t = words(language_of(request))
+    shown = dates.show(
+        datetime.now(UTC).replace(microsecond=0), language_of(request), dates.zone_of(request)
+    )
+    detail = t["not_a_time"].format(text=text, example=shown)
+    return render(request, "error.html", status=422, error=t["not_a_time_title"], detail=detail)
 
 
 async def context_preview(

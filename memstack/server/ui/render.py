@@ -3,6 +3,7 @@ every page's frame needs (who is looking, the links they may follow)."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
@@ -10,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from memstack.server.http.guard import PAGE_KEY_COOKIE, viewer_of
-from memstack.server.ui import views
+from memstack.server.ui import dates, views
 from memstack.server.ui.text import LANG_COOKIE, language_of, words
 
 # Escaping is on for every template: messages, facts and documents are users' text.
@@ -21,7 +22,7 @@ _TEMPLATES = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
-_TEMPLATES.globals.update(iso=views.iso, value_text=views.value_text)
+_TEMPLATES.globals.update(iso=views.iso)
 ONE_YEAR_S = 365 * 24 * 3600
 
 
@@ -33,10 +34,22 @@ def _switch_url(request: Request, lang: str) -> str:
 
 def render(request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
     lang = language_of(request)
+    zone = dates.zone_of(request)
     viewer = viewer_of(request.scope)
+
+    # Every time and value on a page goes through these two, so a page cannot mix formats.
+    def show(moment: datetime) -> str:
+        return dates.show(moment, lang, zone)
+
+    def value_text(value: Any) -> str:
+        return views.value_text(value, lang)
+
     html = _TEMPLATES.get_template(template).render(
         t=words(lang),
         lang=lang,
+        show=show,
+        value_text=value_text,
+        zone=dates.zone_name(zone),
         switch_url=_switch_url(request, lang),
         # The token, an admin key or an open API see every user and the operations page.
         sees_all=viewer is None or viewer.admin,

@@ -146,6 +146,23 @@ EN: dict[str, str] = {
     "notice_confirmed": "Candidate #{id} confirmed: it is now the current fact.",
     "notice_rejected": "Candidate #{id} rejected: it will not be served.",
     "confirmed_from": "confirmed from candidate #{id}",
+    "ended_by": "ended by",
+    "facts_ended": "Facts this message ended",
+    "not_a_time_title": "Not a time",
+    "not_a_time": (
+        "“{text}” names no moment. Write a time as the pages show one, such as {example}; "
+        "the seconds, the time and the zone may be left out (the zone is then yours)."
+    ),
+    "refused_title": "This page is not open to the key you signed in with",
+    "refused_who": "You are signed in with key {key}, a user key of {user}.",
+    "refused_why": (
+        "A user key opens only its own user's pages and the knowledge base. Other users, "
+        "the list of users and the operations page need an admin key or MEMSTACK_API_TOKEN."
+    ),
+    "refused_what": "To see this page, sign in with an admin key or the token.",
+    "refused_unknown": "The key you signed in with does not open this page.",
+    "sign_in_other": "Sign in with another key",
+    "own_pages": "{user}'s pages",
     "cross_site": (
         "This form was not sent from a page of this server (its Origin or Referer names "
         "another host), so nothing was changed."
@@ -282,6 +299,23 @@ ZH: dict[str, str] = {
     "notice_confirmed": "候选 #{id} 已确认：它现在是当前事实。",
     "notice_rejected": "候选 #{id} 已拒绝：它不会被使用。",
     "confirmed_from": "由候选 #{id} 确认",
+    "ended_by": "结束于",
+    "facts_ended": "这条消息结束的事实",
+    "not_a_time_title": "不是时间",
+    "not_a_time": (
+        "“{text}”不是一个时间。请按页面显示时间的格式填写，例如 {example}；"
+        "秒、时刻和时区都可省略（省略时区即为你所在的时区）。"
+    ),
+    "refused_title": "你登录所用的密钥无权查看此页",
+    "refused_who": "你当前用密钥 {key} 登录，它是用户 {user} 的密钥。",
+    "refused_why": (
+        "用户密钥只能查看本用户的页面和知识库。其他用户、用户列表和运维页面"
+        "需要管理员密钥或 MEMSTACK_API_TOKEN。"
+    ),
+    "refused_what": "要查看此页，请用管理员密钥或令牌登录。",
+    "refused_unknown": "你登录所用的密钥无权查看此页。",
+    "sign_in_other": "用其他密钥登录",
+    "own_pages": "{user} 的页面",
     "cross_site": (
         "此表单并非从本服务器的页面提交（其 Origin 或 Referer 指向别的主机），未做任何更改。"
     ),

@@ -4,13 +4,12 @@ notice a decision leaves."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 from memstack import Allocation, ManifestItem, Message, StoredFact
 from memstack.core.ids import BY_HAND
@@ -42,9 +41,71 @@ class Pager:
         return sorted({1, self.pages, *near})
 
 
-def value_text(value: Any) -> str:
-    """A fact's JSON value as text, Chinese kept readable."""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+def number_text(number: float) -> str:
+    """``8,000``, ``2.5``: grouped thousands, no trailing zeros, no ``8000.0``."""
+    if isinstance(number, float) and not number.is_integer():
+        return f"{number:,.6f}".rstrip("0").rstrip(".")
+    return f"{int(number):,}"
+
+
+def _is_number(value: object) -> TypeGuard[float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def value_text(value: Any, lang: str = "en") -> str:
+    """A fact's JSON value as a person reads it: a string as itself, a list joined, a
+    number grouped, an amount with its currency (``8,000 CNY``), other objects as
+    ``field: value`` pairs; never JSON's quotes and braces."""
+    zh = lang == "zh"
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return ("是" if value else "否") if zh else ("yes" if value else "no")
+    if _is_number(value):
+        return number_text(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return ("、" if zh else ", ").join(value_text(v, lang) for v in value)
+    if isinstance(value, dict):
+        amount = value.get("amount")
+        if _is_number(amount) and set(value) <= {"amount", "currency"}:
+            return f"{number_text(amount)} {value.get('currency') or ''}".strip()
+        colon, sep = ("：", "；") if zh else (": ", "; ")
+        return sep.join(f"{k}{colon}{value_text(v, lang)}" for k, v in value.items())
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Ending:
+    """What ended a value: the message that replaced or withdrew it (``msg_id``), a value
+    set by hand (``by_hand``), or a message since deleted (``deleted``). A value ended
+    with nothing recorded (archived by retention) has none."""
+
+    msg_id: str | None
+    by_hand: bool = False
+    deleted: bool = False
+
+
+def endings(history: Iterable[StoredFact]) -> dict[int, Ending]:
+    """Each ended fact's ending, by fact id: the message of the value that superseded it,
+    else the message that withdrew it."""
+    facts = list(history)
+    successors = {f.supersedes_id: f for f in facts if f.supersedes_id is not None}
+    ended: dict[int, Ending] = {}
+    for fact in facts:
+        if fact.valid_until is None:
+            continue
+        after = successors.get(fact.id)
+        if after is not None and after.msg_id.startswith(BY_HAND):
+            ended[fact.id] = Ending(None, by_hand=True)
+        elif after is not None:
+            ended[fact.id] = (
+                Ending(None, deleted=True) if after.source_deleted else Ending(after.msg_id)
+            )
+        elif fact.ended_by_msg_id is not None:
+            ended[fact.id] = Ending(fact.ended_by_msg_id)
+    return ended
 
 
 @dataclass(frozen=True)
@@ -52,7 +113,7 @@ class Version:
     """One value a fact held, from ``valid_from`` until ``valid_until`` (None: still)."""
 
     fact: StoredFact
-    text: str
+    ending: Ending | None = None
 
     @property
     def current(self) -> bool:
@@ -71,9 +132,11 @@ class Version:
 def timelines(history: Iterable[StoredFact]) -> list[tuple[str, list[Version]]]:
     """The history grouped by key (keys in order), each key's values oldest first, so a
     row reads old value → new value."""
+    facts = list(history)
+    ended = endings(facts)
     by_key: dict[str, list[Version]] = defaultdict(list)
-    for fact in sorted(history, key=lambda f: (f.key, f.valid_from, f.id)):
-        by_key[fact.key].append(Version(fact, value_text(fact.value)))
+    for fact in sorted(facts, key=lambda f: (f.key, f.valid_from, f.id)):
+        by_key[fact.key].append(Version(fact, ended.get(fact.id)))
     return sorted(by_key.items())
 
 
@@ -119,7 +182,8 @@ def manifest_order(manifest: Iterable[ManifestItem]) -> list[ManifestItem]:
 
 
 def iso(moment: datetime | None) -> str:
-    """The machine-readable time a page's script turns into the viewer's own zone."""
+    """The exact moment behind a time the page shows in the viewer's zone, for machines
+    (a ``<time datetime>``)."""
     return moment.isoformat() if moment is not None else ""
 
 
