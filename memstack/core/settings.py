@@ -6,12 +6,25 @@ Defaults are the numbers of the specification (docs/spec.md) unless a comment sa
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from memstack.core import urls
+from memstack.core.environment import warn_unknown_variables
 from memstack.core.errors import ConfigError
 
 # Score cut-offs are cosines of one embedder, and each model spreads them differently:
@@ -21,6 +34,7 @@ from memstack.core.errors import ConfigError
 # (scripts/derive_score_cuts.py prints both for any embedder; docs/benchmarks.md).
 SCORE_CUTS: dict[str, tuple[float, float]] = {"bge-small": (0.78, 0.67), "e5-small": (0.88, 0.84)}
 
+PREFIX = "MEMSTACK_"
 Locale = Literal["zh", "en"]
 # Settings may also say "auto": the labels follow the language of each question.
 SettingsLocale = Literal["auto", "zh", "en"]
@@ -28,7 +42,12 @@ SettingsLocale = Literal["auto", "zh", "en"]
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="MEMSTACK_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+        env_prefix="MEMSTACK_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        # A URL may hold a password: an error names the setting, never repeats its value.
+        hide_input_in_errors=True,
     )
 
     # --- stores -----------------------------------------------------------------
@@ -342,6 +361,26 @@ class Settings(BaseSettings):
                     update[name] = value
         return self.model_copy(update=update)
 
+    @field_validator("redis_url", "database_url", "vector_url", "kb_url", "embed_url", "llm_url")
+    @classmethod
+    def _url_parts(cls, url: str | None, info: ValidationInfo) -> str | None:
+        """Each server URL checked part by part (core/urls.py): refused, never guessed."""
+        if not url:
+            return url
+        checks: dict[str, Callable[[str], object]] = {
+            "redis_url": urls.redis_database,
+            "database_url": urls.check_database_url,
+            # The vector stores' clients read a bare host:port as http.
+            "vector_url": partial(urls.check_http_url, bare_host=True),
+            "kb_url": partial(urls.check_http_url, bare_host=True),
+        }
+        check = checks.get(info.field_name or "", urls.check_http_url)
+        try:
+            check(url)
+        except ValueError as exc:
+            raise PydanticCustomError("url_part", "{reason}", {"reason": str(exc)}) from None
+        return url
+
     @model_validator(mode="after")
     def _check(self) -> Settings:
         if abs(self.weight_relevance + self.weight_recency - 1.0) > 1e-6:
@@ -361,6 +400,8 @@ class Settings(BaseSettings):
             raise ValueError("summariser=llm needs llm_url (MEMSTACK_LLM_URL)")
         if self.redis_cluster and not self.redis_url:
             raise ValueError("redis_cluster needs redis_url (MEMSTACK_REDIS_URL) naming a node")
+        if self.redis_cluster and self.redis_url and urls.redis_database(self.redis_url) != 0:
+            raise ValueError("MEMSTACK_REDIS_URL names a database other than 0: a cluster has one")
         return self
 
     # --- derived ------------------------------------------------------------------
@@ -380,17 +421,21 @@ class Settings(BaseSettings):
 def load_settings(**overrides: object) -> Settings:
     """Build settings from the environment, turning pydantic errors into :class:`ConfigError`.
 
-    The message names each offending setting by its environment variable.
+    The message names each offending setting by its environment variable. A
+    ``MEMSTACK_*`` variable no setting reads is warned about (once per process).
     """
+    warn_unknown_variables(
+        [PREFIX + name.upper() for name in Settings.model_fields], os.environ, Path(".env")
+    )
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         parts = []
         for err in exc.errors():
             loc = "_".join(str(p) for p in err["loc"]) if err["loc"] else ""
-            name = f"MEMSTACK_{loc.upper()}" if loc else "settings"
-            parts.append(f"{name}: {err['msg']}")
-        raise ConfigError("invalid settings — " + "; ".join(parts)) from exc
+            name = f"{PREFIX}{loc.upper()}" if loc else "invalid settings"
+            parts.append(f"{name}: {err['msg'].removeprefix('Value error, ')}")
+        raise ConfigError("; ".join(parts)) from exc
 
 
 def settings_table() -> str:

@@ -5,18 +5,17 @@ default."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from dotenv import dotenv_values
 from pydantic import SecretStr
 
+from memstack.core import environment
+from memstack.core.environment import PREFIX, Unknown, dotenv_file
 from memstack.core.settings import Settings
 
-PREFIX = "MEMSTACK_"
+__all__ = ["Shown", "Unknown", "dotenv_file", "unknown_variables", "values_in_effect"]
 MASK = "****"
 
 
@@ -25,13 +24,6 @@ class Shown:
     variable: str
     value: str
     source: str  # "env", ".env" or "default"
-
-
-@dataclass(frozen=True)
-class Unknown:
-    variable: str
-    source: str
-    suggestion: str | None  # the nearest variable a setting reads, when one is near
 
 
 def _masked_url(url: str) -> str:
@@ -55,13 +47,6 @@ def _shown(name: str, value: object) -> str:
     return str(value)
 
 
-def dotenv_file(path: Path = Path(".env")) -> dict[str, str]:
-    """The ``.env`` file pydantic-settings reads, as it reads it (none: empty)."""
-    if not path.is_file():
-        return {}
-    return {k: v for k, v in dotenv_values(path).items() if v is not None}
-
-
 def values_in_effect(
     settings: Settings, environ: Mapping[str, str], dotenv: Mapping[str, str]
 ) -> list[Shown]:
@@ -75,10 +60,4 @@ def values_in_effect(
 
 def unknown_variables(environ: Mapping[str, str], dotenv: Mapping[str, str]) -> list[Unknown]:
     known = [PREFIX + name.upper() for name in Settings.model_fields]
-    found = [(v, "env") for v in environ] + [(v, ".env") for v in dotenv if v not in environ]
-    out = []
-    for variable, source in sorted(found):
-        if variable.upper().startswith(PREFIX) and variable.upper() not in known:
-            near = difflib.get_close_matches(variable.upper(), known, n=1, cutoff=0.8)
-            out.append(Unknown(variable, source, near[0] if near else None))
-    return out
+    return environment.unknown_variables(known, environ, dotenv)
