@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Literal
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from memstack.core.errors import ConfigError, StoreUnavailable
+from memstack.core.errors import ConfigError
 from memstack.ingest.extraction import build_extractor
 from memstack.ingest.pipeline import Ingestor
 from memstack.ingest.summaries import SessionSummaries
@@ -27,7 +27,7 @@ from memstack.ingest.worker import Worker
 from memstack.knowledge.base import KnowledgeBase
 from memstack.ml.embedders import Embedder, resolve_dim
 from memstack.stores import home
-from memstack.stores.connect import create_redis
+from memstack.stores.connect import create_redis, reach
 from memstack.stores.journal import Journal
 from memstack.stores.redis import layout as redis_layout
 from memstack.stores.redis.keys import keys_for
@@ -51,10 +51,7 @@ async def connect(settings: Settings) -> tuple[Settings, Redis, AsyncEngine, Jou
     redis = create_redis(settings)
     engine = db.create_engine(settings)
     try:
-        try:
-            await redis.ping()
-        except Exception as exc:
-            raise StoreUnavailable(f"Redis unreachable at {settings.redis_url}: {exc}") from exc
+        await reach(redis, settings)
         await db.prepare(engine, settings)
         await redis_layout.check(redis, keys_for(settings), migrate=settings.embedded_redis)
         settings = await settle_embedder(settings, engine)

@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from memstack.cli.app import app, cli_settings, console, fail
+from memstack.cli.app import (
+    app,
+    cli_settings,
+    console,
+    debugging,
+    error,
+    fail,
+    with_memory,
+)
 from memstack.core.errors import MemstackError
-from memstack.core.settings import Settings
+
+if TYPE_CHECKING:
+    from memstack import AsyncMemory
+    from memstack.core.settings import Settings
 
 
 @app.command()
@@ -29,11 +40,10 @@ def worker(
 
     settings = cli_settings()
     if settings.embedded_redis:
-        console.print(
-            "[red]error:[/red] the embedded Redis lives inside one process; a separate worker "
-            "cannot see its queue. Set MEMSTACK_REDIS_URL, or call drain() in your process."
+        raise error(
+            "the embedded Redis lives inside one process; a separate worker cannot see its "
+            "queue. Set MEMSTACK_REDIS_URL, or call drain() in your process."
         )
-        raise typer.Exit(2)
     if batch is not None:
         settings = settings.model_copy(update={"ingest_batch": batch})
     # The progress lines are INFO records of memstack's loggers; nothing else is set up.
@@ -88,6 +98,10 @@ def serve(
     settings = cli_settings()
     if workers > 1:
         _refuse_shared_processes(settings)
+    # The app opens the stores in its lifespan, where a store that is down becomes
+    # uvicorn's traceback: open them once here first, so it is one line instead.
+    with_memory(settings, _nothing)
+    if workers > 1:
         # Each process builds its own app from the environment (create_app(None)), the
         # same settings this process just checked.
         uvicorn.run(
@@ -104,21 +118,23 @@ def serve(
     uvicorn.run(create_app(settings), host=host, port=port)
 
 
+async def _nothing(_mem: AsyncMemory) -> None:
+    """What the check before serving does with the opened memory."""
+
+
 def _refuse_shared_processes(settings: Settings) -> None:
     """Several API processes share the stores only through servers: the embedded Redis
     and the local vector store in MEMSTACK_HOME live inside one process."""
     if settings.embedded_redis:
-        console.print(
-            "[red]error:[/red] --workers above 1 needs MEMSTACK_REDIS_URL: the embedded "
-            "Redis (and its ingest queue) lives inside one process."
+        raise error(
+            "--workers above 1 needs MEMSTACK_REDIS_URL: the embedded Redis (and its "
+            "ingest queue) lives inside one process."
         )
-        raise typer.Exit(2)
     if not settings.vector_url:
-        console.print(
-            "[red]error:[/red] --workers above 1 needs MEMSTACK_VECTOR_URL (a Chroma server "
-            "or Qdrant): the local vector store in MEMSTACK_HOME is held by one process."
+        raise error(
+            "--workers above 1 needs MEMSTACK_VECTOR_URL (a Chroma server or Qdrant): the "
+            "local vector store in MEMSTACK_HOME is held by one process."
         )
-        raise typer.Exit(2)
 
 
 @app.command("mcp")
@@ -145,7 +161,28 @@ def mcp_(
 
     settings = cli_settings()
     try:
-        server = create_server(settings, user_id=user, allow_forget=allow_forget)
+        server = create_server(
+            settings, user_id=user, allow_forget=allow_forget, log_level=_mcp_log_level()
+        )
     except MemstackError as exc:
         raise fail(exc, 2) from exc
-    server.run("stdio")
+    try:
+        server.run("stdio")
+    except BaseExceptionGroup as group:
+        # The server opens the memory in its lifespan, inside a task group: a store
+        # that is down arrives wrapped; shown as the one line it is.
+        raise fail(_first_leaf(group)) from group
+
+
+def _mcp_log_level() -> Literal["INFO", "WARNING"]:
+    """stderr of an MCP server is read by people only when something is wrong: warnings
+    and errors, unless --debug asks for the INFO lines (migrations, HTTP requests)."""
+    return "INFO" if debugging() else "WARNING"
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first exception in a (nested) exception group that is not a group."""
+    first: BaseException = group
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    return first

@@ -7,7 +7,7 @@ import asyncio
 from dataclasses import dataclass
 
 from memstack.core.settings import Settings
-from memstack.stores.connect import create_redis
+from memstack.stores.connect import create_redis, reach
 from memstack.stores.redis import layout as redis_layout
 from memstack.stores.redis.keys import keys_for
 from memstack.stores.sql import db
@@ -34,6 +34,7 @@ def upgrade(settings: Settings, revision: str = "head") -> UpgradeReport:
 async def _upgrade_redis(settings: Settings) -> int:
     redis = create_redis(settings)
     try:
+        await reach(redis, settings)
         return await redis_layout.upgrade(redis, keys_for(settings))
     finally:
         await redis.aclose()

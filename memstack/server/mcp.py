@@ -16,7 +16,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
@@ -408,6 +408,7 @@ def create_server(
     inline_ingest: bool | None = None,
     user_id: str | None = None,
     allow_forget: bool | None = None,
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING",
 ) -> MCPServer[Served]:
     """The MCP server over one ``AsyncMemory`` opened by its lifespan.
 
@@ -419,6 +420,9 @@ def create_server(
     is no parameter of the tool. ``allow_forget`` registers the destructive tools
     (those annotated ``destructive_hint``, such as ``forget_user``); by default they
     are left out of a pinned server and offered by an unpinned one.
+
+    ``log_level`` is the level of the logging the server sets up on stderr: WARNING
+    keeps an MCP client's log free of a line per migration and per HTTP request.
     """
     settings = settings or load_settings()
     drain = settings.embedded_redis if inline_ingest is None else inline_ingest
@@ -437,7 +441,11 @@ def create_server(
 
     instructions = INSTRUCTIONS if user_id is None else INSTRUCTIONS + PINNED
     server: MCPServer[Served] = MCPServer(
-        "memstack", instructions=instructions, version="0.1.0", lifespan=lifespan
+        "memstack",
+        instructions=instructions,
+        version="0.1.0",
+        lifespan=lifespan,
+        log_level=log_level,
     )
     for tool, hints in TOOLS:
         if (destructive(hints) and not erasing) or (user_id is not None and tool in ACROSS_USERS):

@@ -9,6 +9,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from memstack.core.errors import StoreUnavailable
 from memstack.core.settings import Settings
+from memstack.core.urls import unreachable
 from memstack.stores.redis.errors import REDIS_ERRORS
 
 _fake_server: Any = None
@@ -56,6 +57,16 @@ def _cluster(url: str, settings: Settings) -> Redis:
         socket_connect_timeout=settings.store_timeout_s,
     )
     return cast(Redis, client)
+
+
+async def reach(redis: Redis, settings: Settings) -> None:
+    """One PING at start; a server that does not answer is :class:`StoreUnavailable`
+    naming it (password masked) and the fix, not the driver's traceback."""
+    try:
+        await redis.ping()
+    except Exception as exc:
+        url = settings.redis_url or "the embedded Redis"
+        raise StoreUnavailable(unreachable("Redis", "MEMSTACK_REDIS_URL", url, exc)) from exc
 
 
 async def redis_info(redis: Redis) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from memstack.core.errors import (
     StoreUnavailable,
 )
 from memstack.core.settings import Settings
+from memstack.core.urls import unreachable
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 
@@ -119,8 +120,20 @@ def upgrade(settings: Settings, revision: str = "head") -> None:
     """``memstack db upgrade``: bring the schema to ``revision``."""
     try:
         command.upgrade(alembic_config(sync_url(settings)), revision)
+    except (OperationalError, InterfaceError) as exc:
+        raise unavailable(settings, exc) from exc
     except SQLAlchemyError as exc:
         raise StoreUnavailable(f"database: {exc}") from exc
+
+
+def unavailable(settings: Settings, exc: BaseException) -> StoreUnavailable:
+    """The database did not answer: one line naming it (password masked) and the fix."""
+    if settings.database_url:
+        service = "SQLite" if settings.database_url.startswith("sqlite") else "PostgreSQL"
+        url = settings.database_url
+    else:
+        service, url = "SQLite", sync_url(settings)
+    return StoreUnavailable(unreachable(service, "MEMSTACK_DATABASE_URL", url, exc))
 
 
 def head_revision() -> str | None:
@@ -142,6 +155,8 @@ async def prepare(engine: AsyncEngine, settings: Settings) -> None:
             await asyncio.to_thread(upgrade, settings)
             return
         current = await current_revision(engine)
+    except (OperationalError, InterfaceError, OSError) as exc:
+        raise unavailable(settings, exc) from exc
     except SQLAlchemyError as exc:
         raise StoreUnavailable(f"database unreachable: {exc}") from exc
     head = head_revision()
