@@ -1,7 +1,8 @@
 """Shared fixtures: the real Redis and PostgreSQL of this machine, and the embedded mode.
 
 With ``MEMSTACK_REQUIRE_SERVICES=1`` (CI) an unreachable Redis or PostgreSQL fails the
-run instead of skipping the tests that need it.
+run instead of skipping the tests that need it. ``MEMSTACK_TEST_REDIS_URL`` and
+``MEMSTACK_TEST_PG_URL`` point the suite at other servers (README, Tests).
 """
 
 from __future__ import annotations
@@ -23,11 +24,21 @@ from memstack.stores.sql import db
 if TYPE_CHECKING:
     from tests.cluster import LocalCluster
 
-REDIS_URL = os.environ.get("MEMSTACK_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+# Database 15, not the 0 an application uses by default: the suite never reads or
+# writes the keys of a memstack (or anything else) running on the same Redis.
+REDIS_URL = os.environ.get("MEMSTACK_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 PG_ADMIN_URL = os.environ.get(
     "MEMSTACK_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
 REQUIRE = os.environ.get("MEMSTACK_REQUIRE_SERVICES", "") not in ("", "0", "false")
+# Every key prefix of this run starts with this, so the run can delete what it wrote
+# (and only that: two runs on one Redis each have their own).
+RUN_PREFIX = f"t{uuid.uuid4().hex[:6]}"
+
+
+def new_prefix() -> str:
+    """A Redis key prefix of its own for one test, deleted with the run's keys."""
+    return f"{RUN_PREFIX}{uuid.uuid4().hex[:8]}"
 
 
 def _unavailable(what: str, exc: Exception) -> None:
@@ -44,6 +55,21 @@ def redis_url() -> str:
     except Exception as exc:
         _unavailable(f"Redis at {REDIS_URL}", exc)
     return REDIS_URL
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _delete_the_runs_redis_keys() -> Iterator[None]:
+    """At the end of the run, every key it left in the suite's Redis (a test that
+    failed half-way, a subprocess killed before it cleaned up)."""
+    yield
+    try:
+        client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
+        keys = list(client.scan_iter(match=f"{RUN_PREFIX}*", count=1000))
+        for start in range(0, len(keys), 1000):
+            client.delete(*keys[start : start + 1000])
+        client.close()
+    except redis.RedisError:
+        pass  # no Redis (the embedded tests only): nothing was written there
 
 
 @pytest.fixture(scope="session")
@@ -81,7 +107,7 @@ def pg_url() -> Iterator[str]:
 def make_settings(tmp_path: Path, **overrides: object) -> Settings:
     base: dict[str, object] = {
         "home": tmp_path / "home",
-        "key_prefix": f"t{uuid.uuid4().hex[:10]}",
+        "key_prefix": new_prefix(),
         "embedder": "hashing",
     }
     base.update(overrides)

@@ -22,7 +22,7 @@ from memstack.cli import app as cli_app
 from memstack.core.settings import Settings, load_settings
 from memstack.server.http import create_app
 from memstack.verbs import keys as access_module
-from tests.conftest import new_id
+from tests.conftest import new_id, new_prefix
 from tests.test_api import serve
 from tests.test_api_limits import raw_call
 
@@ -107,7 +107,7 @@ async def test_a_bad_key_request_is_refused_and_stores_nothing(
 async def test_deployments_sharing_a_database_keep_their_keys_apart(
     service_settings: Settings,
 ) -> None:
-    other = service_settings.model_copy(update={"key_prefix": new_id("t")})
+    other = service_settings.model_copy(update={"key_prefix": new_prefix()})
     async with (
         await AsyncMemory.open(service_settings) as one,
         await AsyncMemory.open(other) as two,

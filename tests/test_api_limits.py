@@ -27,7 +27,7 @@ from memstack.core.settings import Settings
 from memstack.memory import AsyncMemory
 from memstack.server.http import create_app
 from memstack.server.manage_schemas import FACT_KEY_PATTERN
-from tests.conftest import new_id
+from tests.conftest import new_id, new_prefix
 
 TOKEN = "limits-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -203,7 +203,7 @@ def server(tmp_path: Path, redis_url: str, pg_url: str) -> Iterator[tuple[str, i
         "MEMSTACK_EMBEDDER": "hashing",
         "MEMSTACK_REDIS_URL": redis_url,
         "MEMSTACK_DATABASE_URL": pg_url,
-        "MEMSTACK_KEY_PREFIX": new_id("t"),
+        "MEMSTACK_KEY_PREFIX": new_prefix(),
         "MEMSTACK_API_TOKEN": TOKEN,
         # The server runs the code under test, whichever checkout that is.
         "PYTHONPATH": str(Path(__file__).resolve().parents[1]),

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from memstack.cli import app
 from memstack.core.settings import load_settings
 from memstack.ops import doctor
-from tests.conftest import PG_ADMIN_URL
+from tests.conftest import PG_ADMIN_URL, new_prefix
 from tests.faults.servers import RedisInstance
 
 runner = CliRunner()
@@ -166,7 +166,7 @@ def test_doctor_in_server_mode_names_stores_kept_per_process(
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MEMSTACK_HOME", raising=False)
     monkeypatch.setenv("MEMSTACK_DATABASE_URL", pg_url)
-    monkeypatch.setenv("MEMSTACK_KEY_PREFIX", f"t{uuid.uuid4().hex[:10]}")
+    monkeypatch.setenv("MEMSTACK_KEY_PREFIX", new_prefix())
     monkeypatch.setenv("MEMSTACK_EMBEDDER", "hashing")
     monkeypatch.setenv("COLUMNS", "1000")
     (tmp_path / "docs").mkdir()
