@@ -96,8 +96,8 @@ class _Group(TyperGroup):
         except typer.TyperException as exc:  # click's errors (typer carries its own click)
             _usage_error(exc)
             code = exc.exit_code
-        except typer.Abort:
-            err_console.print("[red]error:[/red] aborted")
+        except typer.Abort:  # a question answered no, or stdin closed: no error, nothing done
+            err_console.print("Aborted.")
             code = 1
         except Exception as exc:
             report(exc)

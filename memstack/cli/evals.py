@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from memstack.cli.app import app, cli_settings, console
+from memstack.cli.app import app, cli_settings, console, error
 
 
 @app.command("eval")
@@ -36,8 +36,7 @@ def eval_(
         from memstack.eval.facts import run_cli as facts_cli
 
         if semantic_budget is not None or top_k is not None:
-            console.print("[red]error:[/red] --semantic-budget and --top-k are for recall evals")
-            raise typer.Exit(2)
+            raise error("--semantic-budget and --top-k are for recall evals")
         facts_cli(console, cli_settings(), data, limit, home)
         return
     from memstack.eval.recall import run_cli

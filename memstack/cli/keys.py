@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from memstack.cli.app import app, cli_settings, console, with_memory
+from memstack.cli.app import app, cli_settings, console, error, with_memory
 from memstack.core.api_keys import KB_WRITE, SCOPES
 
 if TYPE_CHECKING:
@@ -42,8 +42,7 @@ def keys_create(
 ) -> None:
     """Create a key and print it once, on the last line; only a hash of it is stored."""
     if (user is None) == (not admin):
-        console.print("[red]error:[/red] give --user USER or --admin (one of them)")
-        raise typer.Exit(2)
+        raise error("give --user USER or --admin (one of them)")
     scopes = [KB_WRITE] if kb_write else []
     settings = cli_settings()
     key, text = with_memory(settings, lambda mem: mem.create_key(user, admin=admin, scopes=scopes))

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from memstack.cli.app import app, cli_settings, console, with_memory
+from memstack.cli.app import app, cli_settings, console, error, with_memory
 
 if TYPE_CHECKING:
     from memstack import AsyncMemory, IngestStatus
@@ -24,11 +24,10 @@ def status(
     Exit 1 when jobs wait and no worker is alive."""
     settings = cli_settings()
     if settings.embedded_redis:
-        console.print(
-            "[red]error:[/red] the embedded Redis lives inside one process; no other "
-            "process can see its workers or queue. Set MEMSTACK_REDIS_URL."
+        raise error(
+            "the embedded Redis lives inside one process; no other process can see its "
+            "workers or queue. Set MEMSTACK_REDIS_URL."
         )
-        raise typer.Exit(2)
 
     async def read(mem: AsyncMemory) -> IngestStatus:
         return await mem.status()

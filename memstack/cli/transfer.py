@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from memstack.cli.app import app, cli_settings, console, with_memory
+from memstack.cli.app import app, cli_settings, console, error, with_memory
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -46,8 +46,7 @@ def export_command(
     a file: the ledger, the fact history, summaries, tool results and task state. Drain
     or let the workers finish first: messages still queued are not in the ledger yet."""
     if (user is None) == (not all_):
-        console.print("[red]error:[/red] name one user with --user, or export all with --all")
-        raise typer.Exit(2)
+        raise error("name one user with --user, or export all with --all")
     settings = cli_settings()
     with _bar() as bar:
         task = bar.add_task("exporting", total=None)
@@ -76,8 +75,7 @@ def import_command(
     importing a file twice changes nothing; messages and summaries are embedded with
     this deployment's embedder, facts are written as they were."""
     if not path.is_file():
-        console.print(f"[red]error:[/red] no file {path}")
-        raise typer.Exit(2)
+        raise error(f"no file {path}")
     settings = cli_settings()
     with _bar() as bar:
         task = bar.add_task("checking", total=None)
