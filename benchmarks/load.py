@@ -126,6 +126,8 @@ def running_stack(
         "HOME": str(work),
         "PYTHONPATH": str(ROOT),
         "MEMSTACK_REDIS_URL": redis_url,
+        # A benchmark's Redis (the shared one) may keep nothing on disk: measured anyway.
+        "MEMSTACK_ALLOW_UNSAFE": "1",
         "MEMSTACK_DATABASE_URL": database_url,
         "MEMSTACK_KEY_PREFIX": prefix,
         "MEMSTACK_EMBEDDER": "hashing",

@@ -205,6 +205,8 @@ def server(tmp_path: Path, redis_url: str, pg_url: str) -> Iterator[tuple[str, i
         "MEMSTACK_DATABASE_URL": pg_url,
         "MEMSTACK_KEY_PREFIX": new_prefix(),
         "MEMSTACK_API_TOKEN": TOKEN,
+        # The shared Redis keeps nothing on disk, which serve and worker refuse otherwise.
+        "MEMSTACK_ALLOW_UNSAFE": "1",
         # The server runs the code under test, whichever checkout that is.
         "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
     }

@@ -345,6 +345,8 @@ async def test_killed_worker_jobs_are_claimed_by_another(
             "MEMSTACK_DATABASE_URL": settings.database_url or "",
             "MEMSTACK_KEY_PREFIX": settings.key_prefix,
             "MEMSTACK_HOME": str(tmp_path / "worker-home"),
+            # The shared Redis keeps nothing on disk, which serve and worker refuse otherwise.
+            "MEMSTACK_ALLOW_UNSAFE": "1",
             "MEMSTACK_EMBEDDER": "openai",
             "MEMSTACK_EMBED_URL": hanging_embeddings,
         }
@@ -455,6 +457,8 @@ async def test_worker_process_stops_cleanly_on_sigterm(
             "MEMSTACK_DATABASE_URL": service_settings.database_url or "",
             "MEMSTACK_KEY_PREFIX": service_settings.key_prefix,
             "MEMSTACK_HOME": str(tmp_path / "worker-home"),
+            # The shared Redis keeps nothing on disk, which serve and worker refuse otherwise.
+            "MEMSTACK_ALLOW_UNSAFE": "1",
             "MEMSTACK_EMBEDDER": "hashing",
         }
         proc = await asyncio.create_subprocess_exec(

@@ -89,6 +89,8 @@ def _env(settings: Settings, home: Path, **extra: str) -> dict[str, str]:
         "MEMSTACK_EMBEDDER": "hashing",
         "MEMSTACK_AUTO_MIGRATE": "false",
         "MEMSTACK_HOME": str(home),
+        # The shared Redis keeps nothing on disk, which serve and worker refuse otherwise.
+        "MEMSTACK_ALLOW_UNSAFE": "1",
     }
     if settings.vector_url:
         env["MEMSTACK_VECTOR_URL"] = settings.vector_url

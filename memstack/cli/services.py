@@ -12,6 +12,7 @@ from memstack.cli.app import (
     cli_settings,
     console,
     debugging,
+    err_console,
     error,
     fail,
     with_memory,
@@ -44,6 +45,7 @@ def worker(
             "the embedded Redis lives inside one process; a separate worker cannot see its "
             "queue. Set MEMSTACK_REDIS_URL, or call drain() in your process."
         )
+    refuse_unsafe(settings)
     if batch is not None:
         settings = settings.model_copy(update={"ingest_batch": batch})
     # The progress lines are INFO records of memstack's loggers; nothing else is set up.
@@ -98,6 +100,7 @@ def serve(
     settings = cli_settings()
     if workers > 1:
         _refuse_shared_processes(settings)
+    refuse_unsafe(settings)
     # The app opens the stores in its lifespan, where a store that is down becomes
     # uvicorn's traceback: open them once here first, so it is one line instead.
     with_memory(settings, _nothing)
@@ -116,6 +119,24 @@ def serve(
             "POST /v1/admin/drain turns pending messages into facts and vectors."
         )
     uvicorn.run(create_app(settings), host=host, port=port)
+
+
+def refuse_unsafe(settings: Settings) -> None:
+    """Stop here (one line, exit 2) in a configuration `memstack doctor` calls unsafe,
+    unless MEMSTACK_ALLOW_UNSAFE is set: then one warning line says what is unsafe. The
+    embedded default is one process and never refused."""
+    from rich.markup import escape
+
+    from memstack.ops.safety import override_warning, refusal, unsafe_settings
+
+    found = asyncio.run(unsafe_settings(settings))
+    if not found:
+        return
+    if not settings.allow_unsafe:
+        raise error(refusal(found), 2)
+    # stderr: an MCP server's stdout is its protocol.
+    warning = escape(override_warning(found))
+    err_console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
 
 
 async def _nothing(_mem: AsyncMemory) -> None:
@@ -160,6 +181,7 @@ def mcp_(
     from memstack.server.mcp import create_server
 
     settings = cli_settings()
+    refuse_unsafe(settings)
     try:
         server = create_server(
             settings, user_id=user, allow_forget=allow_forget, log_level=_mcp_log_level()

@@ -335,6 +335,12 @@ class Settings(BaseSettings):
         description="Bearer token (16+ characters) the HTTP API requires on /v1, an admin "
         "key; /healthz and /metrics stay open. Unset: no auth unless API keys exist.",
     )
+    allow_unsafe: bool = Field(
+        default=False,
+        description="Let serve, worker and mcp start in a configuration `memstack doctor` "
+        "calls unsafe (a Redis that keeps nothing on disk, a store each process keeps in a "
+        "relative home); they log what is unsafe. For tests and trials, never production.",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -108,6 +108,17 @@ async def _cluster_persistence(redis: Redis) -> tuple[bool, str]:
     return True, f"{head}; {found[0][2] if found else 'no primaries'}"
 
 
+async def redis_persistence(settings: Settings) -> tuple[bool, str]:
+    """Whether the Redis server of ``settings`` (every primary of a cluster) keeps
+    accepted messages through a restart, and how; raises when it cannot be reached."""
+    redis = create_redis(settings)
+    try:
+        check = _cluster_persistence if settings.redis_cluster else _persistence
+        return await check(redis)
+    finally:
+        await redis.aclose()
+
+
 async def _redis(settings: Settings) -> Check:
     mode = "server" if settings.redis_url else "embedded (fakeredis)"
     mode = "cluster" if settings.redis_cluster else mode
@@ -232,7 +243,7 @@ def _name_of(which: str) -> str:
 # With MEMSTACK_REDIS_URL set, several processes (API, workers) share one memory; a store
 # left embedded lives in MEMSTACK_HOME, and a relative home is a different folder for
 # each working directory: a worker started elsewhere writes where the API never reads.
-_SERVER_OF = {
+SERVER_OF = {
     "database": ("MEMSTACK_DATABASE_URL", "a PostgreSQL server"),
     "vectors": ("MEMSTACK_VECTOR_URL", "a Chroma or Qdrant server"),
     "knowledge base": ("MEMSTACK_KB_URL", "a Qdrant or Chroma server"),
@@ -244,7 +255,7 @@ def per_process(settings: Settings, store: str) -> str | None:
     deployment (and the fix), or None when it would be."""
     if settings.embedded_redis or settings.home.is_absolute():
         return None
-    variable, server = _SERVER_OF[store]
+    variable, server = SERVER_OF[store]
     return (
         f"server mode (MEMSTACK_REDIS_URL) with {variable} unset: each process keeps its "
         f"own {store} in MEMSTACK_HOME {settings.home}, relative to its working directory "
@@ -260,7 +271,7 @@ def _unsafe(check: Check, why: str) -> Check:
     return Check(check.store, check.mode, False, f"{why}. {check.detail}", status)
 
 
-async def _knowledge_base_exists(settings: Settings, vectors: int) -> bool:
+async def knowledge_base_exists(settings: Settings, vectors: int) -> bool:
     """Whether this deployment has a knowledge base: documents in the registry (any
     namespace), or vectors in the store this process sees."""
     if vectors > 0:
@@ -294,7 +305,7 @@ async def _store_check(settings: Settings, which: str, holder: str | None) -> Ch
     else:
         check, count = await _vectors(settings, which)
     why = None if url else per_process(settings, name)
-    if why and (which == "memory" or await _knowledge_base_exists(settings, count)):
+    if why and (which == "memory" or await knowledge_base_exists(settings, count)):
         return _unsafe(check, why)
     return check
 

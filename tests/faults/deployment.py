@@ -29,6 +29,9 @@ DEFAULT_SETTINGS: dict[str, object] = {
     "ingest_claim_idle_ms": 1000,
     "summary_quiet_s": 86_400,
     "auto_migrate": False,
+    # Most scenarios' Redis keeps nothing on disk on purpose (what breaks is the point),
+    # which the worker refuses otherwise.
+    "allow_unsafe": True,
 }
 
 
