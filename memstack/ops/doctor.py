@@ -1,6 +1,6 @@
 """Health checks behind ``memstack doctor``: reach each store and report its version,
-and whether it is set up to lose or split data; and :func:`check_urls`, which every
-command runs on the server URLs before it connects anywhere."""
+and whether it is set up to lose or split data. (A malformed server URL never gets this
+far: the settings refuse it, core/urls.py.)"""
 
 from __future__ import annotations
 
@@ -12,36 +12,11 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 from sqlalchemy import text
 
-from memstack.core.errors import ConfigError, MemstackError
+from memstack.core.errors import MemstackError
 from memstack.core.settings import Settings
 from memstack.stores import home
 from memstack.stores.connect import create_redis, redis_info
 from memstack.stores.sql import db
-
-DATABASE_URL_FORM = "expected postgresql://user@host:5432/db or sqlite:///path"
-
-
-def check_urls(settings: Settings) -> None:
-    """Parse MEMSTACK_DATABASE_URL and MEMSTACK_REDIS_URL without connecting;
-    :class:`ConfigError` (whose message never repeats the URL, which may hold a password)
-    when one is malformed."""
-    if settings.database_url:
-        try:
-            db.sync_url(settings)
-        except ValueError:  # make_url's port parsing, which sync_url lets through
-            raise ConfigError(
-                f"MEMSTACK_DATABASE_URL is not a database URL ({DATABASE_URL_FORM})"
-            ) from None
-    if settings.redis_url:
-        from redis.asyncio.connection import parse_url
-
-        try:
-            parse_url(settings.redis_url)
-        except ValueError:
-            raise ConfigError(
-                "MEMSTACK_REDIS_URL is not a Redis URL (expected redis://host:6379/0, "
-                "rediss://… or unix://…)"
-            ) from None
 
 
 @dataclass(frozen=True)
