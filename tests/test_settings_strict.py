@@ -43,6 +43,7 @@ MALFORMED = [
     ("database_url", f"mysql://memstack:{SECRET}@db/memstack", "scheme 'mysql'"),
     ("database_url", f"db.internal/memstack?password={SECRET}", "scheme is missing"),
     ("database_url", f"postgresql://memstack:{SECRET}@[db/memstack", "host part"),
+    ("database_url", f"postgresql://memstack:{SECRET}@:5432/memstack", "host part"),
     ("database_url", "sqlite://", "file path"),
     ("database_url", "sqlite:///:memory:", "file path"),
     ("vector_url", f"ftp://memstack:{SECRET}@chroma:8000", "scheme 'ftp'"),
@@ -94,6 +95,7 @@ def test_the_offending_part_is_quoted_when_the_url_holds_no_password() -> None:
         ("database_url", f"postgresql+psycopg://memstack:{SECRET}@db/memstack?sslmode=require"),
         ("database_url", "postgres://memstack@db/memstack"),
         ("database_url", "postgresql:///memstack?host=/run/postgresql"),
+        ("database_url", "postgresql:///memstack"),  # libpq's local socket
         ("database_url", "sqlite:///memstack.db"),
         ("database_url", "sqlite:////var/lib/memstack/memstack.db"),
         ("vector_url", "http://chroma:8000"),

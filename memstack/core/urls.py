@@ -104,8 +104,8 @@ def redis_database(url: str) -> int:
 
 
 def check_database_url(url: str) -> None:
-    """A PostgreSQL URL names its database (no host is libpq's local socket); a SQLite
-    one its file."""
+    """A PostgreSQL URL names its host (or none: the local socket) and its database; a
+    SQLite one its file."""
     parts = _split(url, DATABASE_FORM)
     scheme = _scheme(url, parts, POSTGRES_SCHEMES + SQLITE_SCHEMES, DATABASE_FORM)
     if scheme in SQLITE_SCHEMES:
@@ -120,7 +120,10 @@ def check_database_url(url: str) -> None:
                 f"between connections; expected {DATABASE_FORM})"
             )
         return
-    _host_and_port(url, parts, DATABASE_FORM, host_needed=False)
+    # No host at all is libpq's local socket (postgresql:///db, or ?host=/run/postgresql);
+    # a user or a port without a host is a host left out.
+    socket = not parts.netloc or "host" in parse_qs(parts.query)
+    _host_and_port(url, parts, DATABASE_FORM, host_needed=not socket)
     if not parts.path.strip("/"):
         raise ValueError(f"the database name is missing (expected {DATABASE_FORM})")
 
