@@ -1,4 +1,5 @@
-"""The fault table of issue 15, and the loss window of a Redis kill -9.
+"""The fault table (every accepted message reaches every layer), and the loss window
+of a Redis kill -9.
 
 Runs the scenarios of the fault suite (``tests/faults``) through its harness, on a
 Redis, a PostgreSQL cluster and a Chroma server it starts itself on free ports (never

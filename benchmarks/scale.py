@@ -1,5 +1,5 @@
 """Scale: sustained agent-like load through the HTTP API, per count of API and worker
-processes (issue 20).
+processes.
 
 For each configuration ``A×W`` (A API processes under ``memstack serve --workers A``, W
 ``memstack worker`` processes) it starts, on this machine's Redis and PostgreSQL with a

@@ -338,7 +338,7 @@ def test_build_extractor(fake_llm: FakeLLM) -> None:
     assert llm.chat.model == MODEL
 
 
-# --- whatever the endpoint answers, the rules stand in (issue 16) -----------------------
+# --- whatever the endpoint answers, the rules stand in ------------------------------------
 
 RULES_BUDGET = [("budget_limit", {"amount": 5000, "currency": "CNY"})]
 SAID = "我预算不超过五千"
@@ -668,7 +668,7 @@ async def test_sixteen_messages_against_a_hanging_llm_cost_one_timeout(
         await mem.close()
 
 
-# --- issue 17: the personal keys, withdrawals, what the prompt asks for ----------------------
+# --- the personal keys, withdrawals, what the prompt asks for --------------------------------
 
 
 def test_the_prompts_name_the_new_keys_shapes_and_rules() -> None:

@@ -396,7 +396,7 @@ def test_unusable_values_are_rejected() -> None:
     assert normalise_value("focus", "续航、重量") == ["续航", "重量"]
 
 
-# --- numbers nobody writes (issue 16): never a crash, never an infinite amount ---------------
+# --- numbers nobody writes: never a crash, never an infinite amount ----------------------------
 
 
 def test_an_absurdly_long_or_infinite_number_is_not_a_number() -> None:

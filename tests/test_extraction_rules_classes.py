@@ -1,4 +1,6 @@
-"""The rule extractor on the failure classes of issue 17 ("facts you can trust").
+"""The rule extractor on the ways a stated fact goes wrong: changes, someone else's facts,
+what is not a statement, junk values, moves, goals, reply language, the personal keys,
+retractions, continued lists and currencies.
 
 Each class has cases in Chinese and in English, written for these tests. ``after`` feeds
 messages in order the way ingest does: each message sees the facts the earlier ones left.

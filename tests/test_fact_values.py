@@ -1,4 +1,4 @@
-"""Fact values are refused at the write and bounded at the read (issue 16).
+"""Fact values are refused at the write and bounded at the read.
 
 Whatever extractor produced a fact, nothing unbounded reaches the fact table; and a
 value stored before these checks existed (an LLM's 20 MB or 500-deep answer) never makes

@@ -1,4 +1,4 @@
-"""The personal keys of issue 17 (diet, allergies, birthday, family, pets): their
+"""The personal keys (diet, allergies, birthday, family, pets): their
 synonyms, value shapes and how a withdrawal relates to the known value."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Many processes on one deployment (issue 20): ``memstack serve --workers N``, the
+"""Many processes on one deployment: ``memstack serve --workers N``, the
 worker's progress line and metrics, and ``memstack worker --metrics-port``.
 
 Several ``memstack worker`` processes on one stream, one of them killed, are checked by

@@ -10,6 +10,6 @@ The harness, from the bottom up (each module imports only the ones above it):
 - ``stores``: what a deployment's ledger, facts and vectors hold; draining.
 - ``checker``: a run against a clean replay of the same messages, as a :class:`Row`.
 - ``lab``: the servers of a run (:class:`Lab`) and one :class:`Scenario`.
-- ``scenarios``: the scenarios of issue 15 (``SCENARIOS``), which ``test_faults``
+- ``scenarios``: the fault scenarios (``SCENARIOS``), which ``test_faults``
   asserts and ``benchmarks/faults.py`` tabulates.
 """

@@ -1,4 +1,5 @@
-"""The scenarios of issue 15, which ``tests/faults/test_faults.py`` asserts and
+"""The fault scenarios (every accepted message reaches every layer, through crashes,
+Redis loss and many workers), which ``tests/faults/test_faults.py`` asserts and
 ``benchmarks/faults.py`` tabulates (:data:`SCENARIOS`), and the faults they inject.
 
 Each scenario runs memstack on servers of a :class:`~tests.faults.lab.Lab`, breaks one
@@ -68,7 +69,7 @@ async def gather_with(main: Awaitable[None], *side: Awaitable[Any]) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-# --- the scenarios of issue 15 ------------------------------------------------------------
+# --- the fault scenarios ------------------------------------------------------------------
 
 
 def _loader_failures(loader: Loader) -> list[str]:
@@ -142,7 +143,7 @@ async def _consumer_pending(sc: Scenario) -> dict[str, int]:
 
 
 async def scenario_worker_dies(lab: Lab, *, messages: int = 400, workers: int = 3) -> Row:
-    """(issue 20) ``workers`` workers on one stream; one is SIGKILLed holding jobs and
+    """``workers`` workers on one stream; one is SIGKILLed holding jobs and
     not started again: the others claim its jobs (after ``ingest_claim_idle_ms``), and
     every message is ingested once."""
     import socket

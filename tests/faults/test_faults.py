@@ -1,4 +1,4 @@
-"""The fault suite of issue 15: every acknowledged message reaches every layer.
+"""The fault suite: every acknowledged message reaches every layer.
 
 Each scenario runs memstack on servers the harness starts for it (its own Redis, a
 throw-away PostgreSQL cluster, a ``chroma run``; never the shared 6379 / 5432), breaks
@@ -55,7 +55,7 @@ def lab_base(
     if ROWS and reporter is not None:
         with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
             reporter.write_line("")
-            reporter.write_line("fault suite (issue 15):")
+            reporter.write_line("fault suite:")
             for line in format_table(ROWS).splitlines():
                 reporter.write_line(line)
 

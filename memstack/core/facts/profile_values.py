@@ -1,4 +1,4 @@
-"""Value shapes of the personal keys: birthday, family, pets, allergies (issue 17).
+"""Value shapes of the personal keys: birthday, family, pets, allergies.
 
 :mod:`memstack.core.facts.vocabulary` applies these; they live apart only to keep that
 module within its size. Each shape is the one docs/facts.md promises, so a value reads

@@ -45,8 +45,8 @@ UPSERT_BATCH = 1000
 # A scope is scored by brute force when it holds at most BRUTE_FORCE_MAX vectors and
 # at most BRUTE_FORCE_SHARE of its collection (its shard, not the whole store: the HNSW
 # query searches one shard); beyond either, the filtered HNSW query is the faster one.
-# Both are crossovers measured with 384-d vectors (docs/benchmarks.md, "Read path:
-# latency"): brute force costs about the same per vector whatever the collection,
+# Both are crossovers measured with 384-d vectors (docs/benchmarks.md, "Brute force for
+# small scopes"): brute force costs about the same per vector whatever the collection,
 # while the HNSW query is slow only when its filter is selective (one user owning all
 # of 1,000 vectors: ~7 ms HNSW against ~38 ms brute force).
 BRUTE_FORCE_MAX = 1000
