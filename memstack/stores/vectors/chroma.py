@@ -1,20 +1,10 @@
 """ChromaDB behind :class:`~memstack.stores.vectors.base.VectorStore`.
 
 Embedded (``PersistentClient`` on a folder) or a ``chroma run`` server (``HttpClient``).
-The client is synchronous, so every call runs in a worker thread.
-
-Chroma evaluates a metadata filter over every row of a collection, so reading one
-user's 100 vectors out of 100,000 costs tens of milliseconds whatever the search
-does with them. Two things keep a user's search small:
-
-- **Shards.** With ``shards > 1`` the vectors live in that many collections, routed by
-  a stable hash of one metadata key (semantic memory: ``user_id``), so a user's
-  search filters one shard's rows instead of the whole store's. The root collection
-  (the store's name) records the shard count and holds the vectors only when there
-  is one shard, which is also the layout of stores written before sharding.
-- **Brute force.** Within a collection, a scope that is both small and a small share
-  of it is read and scored by numpy instead of the filtered HNSW query, which is slow
-  when its filter is selective.
+The client is synchronous, so every call runs in a worker thread. Chroma evaluates a
+metadata filter over every row of a collection; how a user's search is kept small
+(shards, brute force for small scopes, the unfiltered query for a scope that is most
+of its collection) is :mod:`~memstack.stores.vectors.chroma_shards`'s docstring.
 """
 
 from __future__ import annotations
@@ -40,13 +30,14 @@ from memstack.stores.vectors.chroma_shards import (
     SHARDS_KEY,
     VERSION_KEY,
     Layout,
-    Pairs,
+    SearchLimits,
     Shard,
     is_unreachable,
     shard_name,
     shard_of,
     warn_once,
 )
+from memstack.stores.vectors.chroma_wide import OVERFETCH_MAX, Pairs
 from memstack.stores.vectors.filters import (
     check_schema,
     check_top_k,
@@ -84,6 +75,7 @@ class ChromaStore:
         brute_force_share: float = BRUTE_FORCE_SHARE,
         shards: int = 1,
         shard_key: str | None = None,
+        overfetch_max: int = OVERFETCH_MAX,
     ) -> None:
         if (path is None) == (url is None):
             raise ConfigError("ChromaStore needs exactly one of path or url")
@@ -91,6 +83,8 @@ class ChromaStore:
             raise ConfigError(f"brute_force_max must be >= 0, got {brute_force_max}")
         if not 0.0 <= brute_force_share <= 1.0:
             raise ConfigError(f"brute_force_share must be in [0, 1], got {brute_force_share}")
+        if overfetch_max < 0:
+            raise ConfigError(f"overfetch_max must be >= 0, got {overfetch_max}")
         if not 1 <= shards <= MAX_SHARDS:
             raise ConfigError(f"shards must be in [1, {MAX_SHARDS}], got {shards}")
         if shards > 1 and not shard_key:
@@ -100,6 +94,8 @@ class ChromaStore:
         self.dim = dim
         self.brute_force_max = brute_force_max
         self.brute_force_share = brute_force_share
+        # Most rows per query the unfiltered search of a large scope fetches (0: never).
+        self.overfetch_max = overfetch_max
         self.shards = shards
         self.shard_key = shard_key
         self._path = Path(path) if path is not None else None
@@ -121,6 +117,7 @@ class ChromaStore:
         brute_force_share: float = BRUTE_FORCE_SHARE,
         shards: int = 1,
         shard_key: str | None = None,
+        overfetch_max: int = OVERFETCH_MAX,
     ) -> ChromaStore:
         """Connect and create or check the root collection now, rather than on first use."""
         store = cls(
@@ -133,6 +130,7 @@ class ChromaStore:
             brute_force_share=brute_force_share,
             shards=shards,
             shard_key=shard_key,
+            overfetch_max=overfetch_max,
         )
         await store.ensure_open()
         return store
@@ -388,7 +386,7 @@ class ChromaStore:
         queries = [check_vector(v, self.dim) for v in vectors]
         if not queries:
             return []
-        limits = (self.brute_force_max, self.brute_force_share)
+        limits = SearchLimits(self.brute_force_max, self.brute_force_share, self.overfetch_max)
 
         def work(layout: Layout) -> list[list[VectorHit]]:
             index = layout.route(pairs)
@@ -396,13 +394,13 @@ class ChromaStore:
                 shard = self._shard(layout, index, create=False)
                 if shard is None:
                     return [[] for _ in queries]
-                return shard.search(queries, pairs, top_k, *limits, fields)
+                return shard.search(queries, pairs, top_k, limits, fields)
             # No shard key in the filter: every shard may hold matches. Each one's top
             # k contains its share of the overall top k.
             merged: list[list[VectorHit]] = [[] for _ in queries]
             for shard in self._existing_shards(layout):
                 for hits, more in zip(
-                    merged, shard.search(queries, pairs, top_k, *limits, fields), strict=True
+                    merged, shard.search(queries, pairs, top_k, limits, fields), strict=True
                 ):
                     hits.extend(more)
             for hits in merged:

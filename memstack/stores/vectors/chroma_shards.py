@@ -1,9 +1,10 @@
 """Chroma collections as shards of one vector store: routing a scope to its shard, and
-searching one collection (filtered HNSW, or brute force over a small scope).
+searching one collection (filtered HNSW, brute force over a small scope, or the
+unfiltered query over a scope that is most of it).
 
 Chroma evaluates a metadata filter over every row of a collection, so reading one
 user's 100 vectors out of 100,000 costs tens of milliseconds whatever the search
-does with them. Two things keep a user's search small:
+does with them. Three things keep a user's search small:
 
 - **Shards.** With ``shards > 1`` the vectors live in that many collections, routed by
   a stable hash of one metadata key (semantic memory: ``user_id``), so a user's
@@ -13,6 +14,10 @@ does with them. Two things keep a user's search small:
 - **Brute force.** Within a collection, a scope that is both small and a small share
   of it is read and scored by numpy instead of the filtered HNSW query, which is slow
   when its filter is selective.
+- **No filter.** A scope that is a large share of its collection (one user owning
+  most of a shard) is searched by the unfiltered HNSW query, over-fetched and checked
+  hit by hit (:mod:`~memstack.stores.vectors.chroma_wide`): listing its rows for the
+  filter would cost time linear in the user's history.
 """
 
 from __future__ import annotations
@@ -22,11 +27,19 @@ import threading
 import time
 import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from memstack.stores.vectors.base import HitFields, MetaValue, VectorHit, VectorRecord
+from memstack.stores.vectors.chroma_wide import (
+    OVERFETCH_MAX,
+    Pairs,
+    Shares,
+    matches,
+    wide_search,
+)
 
 log = logging.getLogger("memstack.stores.vectors")
 
@@ -63,7 +76,14 @@ LARGE_SCOPES_MAX = 10_000
 _WARNED: set[tuple[str, str]] = set()
 _WARNED_LOCK = threading.Lock()
 
-Pairs = tuple[tuple[str, MetaValue], ...]
+
+@dataclass(frozen=True)
+class SearchLimits:
+    """When a search takes brute force and when the unfiltered query (chroma_wide)."""
+
+    brute_force_max: int = BRUTE_FORCE_MAX
+    brute_force_share: float = BRUTE_FORCE_SHARE
+    overfetch_max: int = OVERFETCH_MAX
 
 
 def shard_of(value: str, shards: int) -> int:
@@ -135,6 +155,8 @@ class Shard:
         self.reads: dict[tuple[Pairs, int, int], _SharedRead] = {}
         self.reads_lock = threading.Lock()
         self.writes = 0
+        # Scopes searched without the filter (chroma_wide): their learnt shares.
+        self.shares = Shares()
 
     def upsert(self, records: Sequence[VectorRecord]) -> None:
         try:
@@ -160,8 +182,10 @@ class Shard:
             self.collection.delete(ids=ids, where=_where(pairs))
         finally:
             self.wrote()
-        # A delete can shrink a large scope below the limit, and the collection.
+        # A delete can shrink a large scope below the limit, and the collection; and
+        # change a scope's share of it.
         self.large_scopes.clear()
+        self.shares.clear()
         self.count_cache = None
 
     def get(self, ids: list[str], pairs: Pairs) -> list[VectorHit]:
@@ -171,7 +195,7 @@ class Shard:
         hits = []
         for i, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
             metadata = dict(meta or {})
-            if all(metadata.get(key) == value for key, value in pairs):
+            if matches(metadata, pairs):
                 hits.append(VectorHit(id=i, text=doc or "", score=1.0, metadata=metadata))
         return hits
 
@@ -185,11 +209,10 @@ class Shard:
         queries: list[list[float]],
         pairs: Pairs,
         top_k: int,
-        max_vectors: int,
-        max_share: float,
+        limits: SearchLimits,
         fields: HitFields,
     ) -> list[list[VectorHit]]:
-        limit = self.brute_force_limit(max_vectors, max_share)
+        limit = self.brute_force_limit(limits.brute_force_max, limits.brute_force_share)
         if limit and limit > self.large_scopes.get(pairs, 0):
             hits = self.brute_force(queries, pairs, top_k, limit, fields)
             if hits is not None:
@@ -198,7 +221,19 @@ class Shard:
             if len(self.large_scopes) >= LARGE_SCOPES_MAX:
                 self.large_scopes.clear()
             self.large_scopes[pairs] = limit
-        return self.hnsw(queries, _where(pairs), top_k, fields)
+        rows = self.shares.rows(pairs, top_k, limits.overfetch_max)
+        if not rows:
+            return self.hnsw(queries, _where(pairs), top_k, fields)
+        wide, share = wide_search(self.collection, queries, pairs, top_k, rows, fields)
+        self.shares.learn(pairs, share)
+        short = [q for q, hits in enumerate(wide) if hits is None]
+        if short:
+            # Too few of the rows fetched were the scope's: the filtered query answers
+            # those queries (in one call: Chroma evaluates the filter once for them).
+            redo = self.hnsw([queries[q] for q in short], _where(pairs), top_k, fields)
+            for q, filtered in zip(short, redo, strict=True):
+                wide[q] = filtered
+        return [found or [] for found in wide]
 
     def brute_force_limit(self, max_vectors: int, max_share: float) -> int:
         """Most vectors a scope may hold to be scored by brute force (0: never)."""
@@ -291,7 +326,7 @@ class Shard:
                 # A row re-upserted into another scope since the first get must not come
                 # back with its new owner's text. Checked here rather than by passing the
                 # filter to this get, which measured slower, growing with the scope.
-                if any(meta.get(key) != value for key, value in pairs):
+                if not matches(meta, pairs):
                     continue
                 hits.append(VectorHit(id=i, text=doc or "", score=float(row[k]), metadata=meta))
             out.append(hits)
