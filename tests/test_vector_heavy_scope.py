@@ -3,6 +3,8 @@ scope with the unfiltered query, over-fetched and checked hit by hit
 (``memstack.stores.vectors.chroma_wide``). Its hits must be exactly that user's, the
 same as an exact cosine ranking of the user's own vectors, with every ``where``
 honoured, and the filtered query must answer whenever too few fetched rows survive.
+Qdrant (local mode, qdrant-edge) filters inside its search and is held to the same
+reference.
 
 The collections are small enough (under 2,000 16-d vectors, top 10) that Chroma's HNSW
 with its default ``ef_search`` of 100 returns the exact neighbours, so the reference is
@@ -26,6 +28,8 @@ from memstack.stores.vectors.base import MetaValue, VectorHit, VectorRecord
 from memstack.stores.vectors.chroma import ChromaStore
 from memstack.stores.vectors.chroma_shards import Shard, shard_of
 from memstack.stores.vectors.chroma_wide import WIDE_SHARE_MIN, matches
+from memstack.stores.vectors.qdrant import QdrantStore
+from memstack.stores.vectors.qdrant_edge import QdrantEdgeStore
 from tests.test_vectorstores import start_chroma_server
 
 DIM = 16
@@ -320,3 +324,32 @@ def test_matches_judges_types_as_chromas_where_does(tmp_path: Path) -> None:
         )
         assert got == expected, value
     assert not matches({"w": "x"}, (("v", 1),))
+
+
+@pytest.mark.parametrize("backend", ["qdrant-local", "qdrant-edge"])
+async def test_qdrant_heavy_user_gets_exactly_their_own_nearest_vectors(
+    backend: str, tmp_path: Path
+) -> None:
+    # Qdrant filters inside its search (local mode: a scan; edge: below its indexing
+    # threshold, a scan too), so the heavy user's hits are exact: the same reference.
+    store: QdrantStore | QdrantEdgeStore
+    if backend == "qdrant-local":
+        # Local mode has no payload indexes: asking for them must change nothing.
+        store = await QdrantStore.open(
+            "heavy_memory", model_version="m", dim=DIM, path=tmp_path, index_keys=("user_id",)
+        )
+    else:
+        store = await QdrantEdgeStore.open(
+            "heavy_memory", model_version="m", dim=DIM, path=tmp_path
+        )
+    rng = np.random.default_rng(8)
+    records = heavy_records(rng, 1200, 60)
+    await store.upsert(records)
+    for where in (None, {"role": "user"}, {"pinned": True}):
+        pairs = {"user_id": HEAVY, **(where or {})}
+        for q in [unit(rng) for _ in range(5)] + [np.asarray(records[-1].vector)]:
+            got = await store.search_many(
+                [q.tolist()], scope={"user_id": HEAVY}, top_k=TOP_K, where=where, fields="ids"
+            )
+            assert [h.id for h in got[0]] == exact(records, q, pairs)
+    await store.close()

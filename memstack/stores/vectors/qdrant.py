@@ -152,7 +152,8 @@ class QdrantStore:
         self._url = url
         self._api_key = api_key
         self._timeout_s = timeout_s
-        # Payload indexes speed up the scope filter on a server; local mode ignores them.
+        # Payload indexes speed up the scope filter on a server (the first key is the
+        # tenant: semantic memory's user_id, the knowledge base's kb); local mode has none.
         self._index_keys = tuple(index_keys)
         self._shared: _Client | None = None
         self._open_lock = asyncio.Lock()
@@ -254,12 +255,10 @@ class QdrantStore:
                     # Another process may have created it in the meantime; check below.
                     if not client.collection_exists(name):
                         raise
-                if not shared.local:
-                    for key in self._index_keys:
-                        client.create_payload_index(
-                            name, key, field_schema=models.PayloadSchemaType.KEYWORD
-                        )
-            config = client.get_collection(name).config
+            info = client.get_collection(name)
+            if not shared.local:
+                self._ensure_indexes(client, info.payload_schema or {})
+            config = info.config
         meta = config.metadata or {}
         vectors = config.params.vectors
         size = getattr(vectors, "size", None)
@@ -271,6 +270,32 @@ class QdrantStore:
             model_version=self.model_version,
             dim=self.dim,
         )
+
+    def _ensure_indexes(self, client: Any, schema: Mapping[str, Any]) -> None:
+        """Create the keyword indexes the collection lacks, on a server. Without one, a
+        filter is checked point by point, and a filtered search of a user who owns
+        most of the collection walks the HNSW graph testing each point it meets. The
+        first key is the tenant (``is_tenant``: the server keeps each value's points
+        together on disk); a server older than 1.11 refuses it and gets a plain index.
+        An existing index is left as it is: replacing it would rebuild it on open."""
+        from qdrant_client import models
+        from qdrant_client.http.exceptions import UnexpectedResponse
+
+        for n, key in enumerate(self._index_keys):
+            if key in schema:
+                continue
+            plain = models.PayloadSchemaType.KEYWORD
+            if n == 0:
+                tenant = models.KeywordIndexParams(
+                    type=models.KeywordIndexType.KEYWORD, is_tenant=True
+                )
+                try:
+                    client.create_payload_index(self.collection_name, key, field_schema=tenant)
+                    continue
+                except UnexpectedResponse as exc:
+                    if exc.status_code not in (400, 422):
+                        raise
+            client.create_payload_index(self.collection_name, key, field_schema=plain)
 
     async def ensure_open(self) -> None:
         if self._shared is not None:
