@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -37,20 +36,6 @@ def test_rewrite_keeps_topic_and_entities_and_drops_scaffolding() -> None:
     assert not zh.temporal
     # Nothing but scaffolding: search with what there is rather than nothing.
     assert lexical.rewrite_query("what did I say?").terms
-
-
-def test_bm25_prefers_the_rare_term() -> None:
-    docs = [Counter(["budget", "laptop"]), Counter(["laptop", "weight"]), Counter(["laptop"])]
-    scores = ledger_search.bm25(
-        {"budget": 1.0, "laptop": 1.0},
-        docs,
-        n_docs=3,
-        avgdl=5 / 3,
-        df={"budget": 1, "laptop": 3},
-        lengths=[2, 2, 1],
-    )
-    assert scores[0] == max(scores)
-    assert all(s > 0 for s in scores)
 
 
 async def _put(mem: AsyncMemory, user: str, texts: list[str]) -> list[str]:
@@ -87,6 +72,14 @@ async def test_search_ranks_by_bm25_and_never_leaves_the_user(mem: AsyncMemory) 
     assert all(h.msg_id in ids for h in hits)
     assert zh and zh[0].msg_id == ids[3]
     assert none == []
+
+
+async def test_the_rare_term_outweighs_the_common_one(mem: AsyncMemory) -> None:
+    user = new_id("u")
+    ids = await _put(mem, user, ["budget laptop", "laptop weight", "laptop"])
+    async with mem.db_sessions() as s:
+        hits = await ledger_search.search(s, user, {"budget": 1.0, "laptop": 1.0})
+    assert hits[0].msg_id == ids[0] and len(hits) == 3 and all(h.score > 0 for h in hits)
 
 
 async def test_a_hit_says_how_much_of_the_question_it_matches(mem: AsyncMemory) -> None:

@@ -16,7 +16,7 @@ from memstack.core.errors import SchemaMismatch
 from memstack.core.settings import Settings
 from memstack.memory import AsyncMemory
 from memstack.ops import doctor
-from memstack.stores.sql import db
+from memstack.stores.sql import db, lexical, term_index
 from tests.conftest import PG_ADMIN_URL, make_settings
 
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
@@ -408,5 +408,39 @@ async def test_0009_adds_candidates_and_names_and_downgrade_drops_them(
         with engine.connect() as conn:
             kept = conn.execute(sa.text("SELECT content FROM memory_message")).all()
         assert sorted(r.content for r in kept) == ["content of kept", "hello"]
+    finally:
+        engine.dispose()
+
+
+async def test_0011_indexes_the_ledger_it_finds_and_downgrade_drops_the_index(
+    fresh_settings: Settings,
+) -> None:
+    settings = fresh_settings
+    cfg = db.alembic_config(db.sync_url(settings))
+    engine = sa.create_engine(db.sync_url(settings))
+    try:
+        db.upgrade(settings, "0010")
+        _insert(engine, "one", search_terms="garden kyoto garden")
+        _insert(engine, "two", search_terms="garden")
+        _insert(engine, "other", user_id="u2", search_terms="kyoto")
+        db.upgrade(settings)
+        async with await AsyncMemory.open(settings) as mem:
+            async with mem.db_sessions() as s:
+                assert await term_index.statistics(s, "u1", ["garden", "kyoto", "x"]) == (
+                    2,
+                    4,
+                    {"garden": 2, "kyoto": 1},
+                )
+                hits = await lexical.search(s, "u1", {"kyoto": 1.0})
+            assert [h.msg_id for h in hits] == ["one"]
+            # What the worker writes after the upgrade adds to the backfilled totals.
+            await mem.remember("u1", "s1", "user", "kyoto again")
+            await mem.drain(summarize=False)
+            async with mem.db_sessions() as s:
+                assert (await term_index.statistics(s, "u1", ["kyoto"]))[2] == {"kyoto": 2}
+
+        command.downgrade(cfg, "0010")
+        assert "memory_term" not in sa.inspect(engine).get_table_names()
+        db.upgrade(settings)
     finally:
         engine.dispose()

@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memstack.core.facts.fact import Fact
 from memstack.core.ids import by_hand_id
+from memstack.stores.sql.db import dialect_insert
 from memstack.stores.sql.fact_rows import decode_value, fact_columns, stored_fact, value_text
 from memstack.stores.sql.facts import (
     Outcome,
@@ -32,7 +33,6 @@ from memstack.stores.sql.facts import (
     same_as_stored,
     settle_candidates,
 )
-from memstack.stores.sql.ledger import dialect_insert
 from memstack.stores.sql.models import CandidateRow, FactRow
 
 PENDING, CONFIRMED, REJECTED, SUPERSEDED = "pending", "confirmed", "rejected", "superseded"

@@ -12,10 +12,12 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import event, text
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 
 from memstack.core.errors import (
     ConfigError,
@@ -28,6 +30,12 @@ from memstack.core.settings import Settings
 from memstack.core.urls import unreachable
 
 MIGRATIONS = Path(__file__).with_name("migrations")
+
+
+def dialect_insert(session: AsyncSession, table: type[object]):  # type: ignore[no-untyped-def]
+    """``INSERT`` of the session's dialect, which offers ``on_conflict_do_nothing``."""
+    name = session.get_bind().dialect.name
+    return (pg_insert if name == "postgresql" else sqlite_insert)(table)
 
 
 @asynccontextmanager

@@ -28,7 +28,7 @@ from typing import Protocol
 from sqlalchemy import delete, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memstack.stores.sql.ledger import dialect_insert
+from memstack.stores.sql.db import dialect_insert
 from memstack.stores.sql.models import ErasureRow, UserRow
 
 Marks = dict[str, datetime | None]

@@ -41,9 +41,9 @@ from memstack.core.facts.fact import Fact
 from memstack.core.facts.vocabulary import same_value
 from memstack.core.inputs import safe_text
 from memstack.stores.sql import erasure
+from memstack.stores.sql.db import dialect_insert
 from memstack.stores.sql.fact_rows import StoredFact as StoredFact  # callers import it from here
 from memstack.stores.sql.fact_rows import decode_value, fact_columns, stored_fact, value_text
-from memstack.stores.sql.ledger import dialect_insert
 from memstack.stores.sql.models import CandidateRow, FactArchiveRow, FactRow, UTCDateTime
 
 log = logging.getLogger("memstack.stores.sql.facts")

@@ -8,11 +8,12 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import CompoundSelect, bindparam, delete, func, literal, select, tuple_, union_all
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql.elements import ColumnElement
 
 from memstack.core.messages import Message
+from memstack.stores.sql import term_index
+from memstack.stores.sql.db import dialect_insert
 from memstack.stores.sql.models import MessageRow
 from memstack.text.terms import lexical_terms
 
@@ -37,46 +38,51 @@ def search_terms(m: Message) -> str:
     return " ".join(lexical_terms(text))
 
 
-def dialect_insert(session: AsyncSession, table: type[object]):  # type: ignore[no-untyped-def]
-    """``INSERT`` of the session's dialect, which offers ``on_conflict_do_nothing``."""
-    name = session.get_bind().dialect.name
-    return (pg_insert if name == "postgresql" else sqlite_insert)(table)
-
-
 # Rows per INSERT statement: PostgreSQL takes at most 65,535 bound parameters in one
 # statement (nine a message here), and SQLite builds of old allow far fewer.
 ROWS_PER_INSERT = 1000
 
 
 async def insert_messages(session: AsyncSession, messages: Sequence[Message]) -> int:
-    """Insert, ignoring ids already present (redelivery); returns rows actually new.
-    Any number of messages: the rows go in statements of :data:`ROWS_PER_INSERT`."""
+    """Insert, ignoring ids already present (redelivery), and index the new rows for
+    keyword search; returns rows actually new. Any number of messages: the rows go in
+    statements of :data:`ROWS_PER_INSERT`."""
     new = 0
     for start in range(0, len(messages), ROWS_PER_INSERT):
-        part = messages[start : start + ROWS_PER_INSERT]
+        part: dict[str, tuple[Message, str]] = {}
+        for m in messages[start : start + ROWS_PER_INSERT]:
+            part.setdefault(m.msg_id, (m, search_terms(m)))
+        rows = [
+            {
+                "msg_id": m.msg_id,
+                "user_id": m.user_id,
+                "session_id": m.session_id,
+                "role": m.role,
+                "content": m.content,
+                "created_at": m.created_at,
+                "name": m.name,
+                "search_terms": terms,
+                "accepted_at": m.accepted_at,
+            }
+            for m, terms in part.values()
+        ]
         stmt = (
             dialect_insert(session, MessageRow)
-            .values(
-                [
-                    {
-                        "msg_id": m.msg_id,
-                        "user_id": m.user_id,
-                        "session_id": m.session_id,
-                        "role": m.role,
-                        "content": m.content,
-                        "created_at": m.created_at,
-                        "name": m.name,
-                        "search_terms": search_terms(m),
-                        "accepted_at": m.accepted_at,
-                    }
-                    for m in part
-                ]
-            )
             .on_conflict_do_nothing(index_elements=["msg_id"])
             .returning(MessageRow.msg_id)
         )
-        # Counted from RETURNING: psycopg reports no rowcount for ON CONFLICT DO NOTHING.
-        new += len((await session.execute(stmt)).all())
+        # From RETURNING: psycopg reports no rowcount for ON CONFLICT DO NOTHING, and
+        # only the rows written here may enter the index (a redelivery must not count
+        # its terms twice).
+        written = (await session.scalars(stmt, rows)).all()
+        await term_index.add(
+            session,
+            (
+                term_index.Indexed(m.user_id, m.msg_id, m.created_at, terms)
+                for m, terms in (part[msg_id] for msg_id in written)
+            ),
+        )
+        new += len(written)
     return new
 
 
@@ -256,6 +262,7 @@ async def count_messages(session: AsyncSession, user_id: str) -> int:
 
 async def delete_user(session: AsyncSession, user_id: str) -> int:
     result = await session.execute(delete(MessageRow).where(MessageRow.user_id == user_id))
+    await term_index.remove_user(session, user_id)
     return int(getattr(result, "rowcount", 0) or 0)
 
 
@@ -285,18 +292,32 @@ async def existing(session: AsyncSession, msg_ids: Sequence[str]) -> set[str]:
     return found
 
 
+async def _delete(session: AsyncSession, *where: ColumnElement[bool]) -> int:
+    """Delete ledger rows and take them out of the keyword index; returns the count."""
+    deleted = (
+        await session.execute(
+            delete(MessageRow)
+            .where(*where)
+            .returning(
+                MessageRow.user_id,
+                MessageRow.msg_id,
+                MessageRow.created_at,
+                MessageRow.search_terms,
+            )
+        )
+    ).all()
+    await term_index.remove(session, [term_index.Indexed(*row) for row in deleted])
+    return len(deleted)
+
+
 async def delete_message(session: AsyncSession, user_id: str, msg_id: str) -> int:
-    result = await session.execute(
-        delete(MessageRow).where(MessageRow.user_id == user_id, MessageRow.msg_id == msg_id)
-    )
-    return int(getattr(result, "rowcount", 0) or 0)
+    return await _delete(session, MessageRow.user_id == user_id, MessageRow.msg_id == msg_id)
 
 
 async def delete_session(session: AsyncSession, user_id: str, session_id: str) -> int:
-    result = await session.execute(
-        delete(MessageRow).where(MessageRow.user_id == user_id, MessageRow.session_id == session_id)
+    return await _delete(
+        session, MessageRow.user_id == user_id, MessageRow.session_id == session_id
     )
-    return int(getattr(result, "rowcount", 0) or 0)
 
 
 async def users_silent_since(session: AsyncSession, cutoff: datetime) -> list[str]:

@@ -31,6 +31,9 @@ IdStr = String(128)
 # A message id is "<ts>-<user>/<session>-<seq>" or "<user>/<session>:<caller id>": room
 # for three ids (ids stored before sessions were scoped by user lack the "<user>/").
 MsgIdStr = String(400)
+# A keyword-index term; longer tokens (a URL's path, a hash) are left out of the index.
+TERM_MAX_CHARS = 64
+TermStr = String(TERM_MAX_CHARS)
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -73,8 +76,8 @@ class MessageRow(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     # The author in a conversation of several people (OpenAI's ``name``); NULL for most.
     name: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    # Space-joined lexical terms (jieba for Chinese), made client-side so PostgreSQL's
-    # 'simple' full-text config can index Chinese; GIN index created in the migration.
+    # Space-joined lexical terms (jieba for Chinese), made client-side; the keyword
+    # index (TermRow) is built from them.
     search_terms: Mapped[str] = mapped_column(Text, default="")
     # When Redis accepted the message (its clock, not the caller's ts): an erasure
     # refuses what was accepted before it. NULL for messages ingested before 0005.
@@ -85,6 +88,63 @@ class MessageRow(Base):
         Index("ix_message_user_session_order", "user_id", "session_id", "created_at", "msg_id"),
         Index("ix_message_user_time", "user_id", "created_at"),
     )
+
+
+class TermRow(Base):
+    """One posting of the keyword index: a term of one message and its weight there.
+
+    Read per term in weight order, so a query reads a bounded number of postings per
+    term however long the user's history is (``stores/sql/lexical.py``)."""
+
+    __tablename__ = "memory_term"
+
+    user_id: Mapped[str] = mapped_column(IdStr, primary_key=True)
+    term: Mapped[str] = mapped_column(TermStr, primary_key=True)
+    msg_id: Mapped[str] = mapped_column(MsgIdStr, primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    # Occurrences of the term in the message, and the message's length in terms: what
+    # BM25 scores it by, with the user's mean length at query time.
+    tf: Mapped[int] = mapped_column(Integer)
+    length: Mapped[int] = mapped_column(Integer)
+    # BM25's term-frequency factor at a reference message length: the order in which a
+    # term's postings are read (idf is the same for all of them).
+    impact: Mapped[float] = mapped_column(Float)
+
+    __table_args__ = (
+        # Holds every column a query reads, so it is answered from the index alone
+        # (PostgreSQL's index-only scan) instead of a heap visit per posting.
+        Index(
+            "ix_term_impact",
+            "user_id",
+            "term",
+            text("impact DESC"),
+            text("created_at DESC"),
+            "msg_id",
+            "tf",
+            "length",
+        ),
+    )
+
+
+class TermCountRow(Base):
+    """How many of a user's messages hold a term (BM25's document frequency)."""
+
+    __tablename__ = "memory_term_count"
+
+    user_id: Mapped[str] = mapped_column(IdStr, primary_key=True)
+    term: Mapped[str] = mapped_column(TermStr, primary_key=True)
+    docs: Mapped[int] = mapped_column(Integer)
+
+
+class LexiconRow(Base):
+    """A user's keyword-index totals: messages indexed and their terms (BM25's corpus
+    size and mean length), kept with each write instead of counted per query."""
+
+    __tablename__ = "memory_lexicon"
+
+    user_id: Mapped[str] = mapped_column(IdStr, primary_key=True)
+    docs: Mapped[int] = mapped_column(Integer)
+    terms: Mapped[int] = mapped_column(BigInteger)
 
 
 _CURRENT = text("valid_until IS NULL")

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
 from memstack.core.messages import Message
-from memstack.stores.sql import ledger
+from memstack.stores.sql.db import dialect_insert
 from memstack.stores.sql.models import MessageRow, SummaryRow
 
 
@@ -50,7 +50,7 @@ async def insert(s: AsyncSession, messages: Sequence[Message], content: dict[str
     if held != len(ids):
         return False
     stmt = (
-        ledger.dialect_insert(s, SummaryRow)
+        dialect_insert(s, SummaryRow)
         .values(
             user_id=last.user_id,
             session_id=last.session_id,

@@ -21,8 +21,8 @@ from sqlalchemy.orm import defer
 
 from memstack.core.identity import UserIdentity
 from memstack.stores.sql import identity as identities
+from memstack.stores.sql.db import dialect_insert
 from memstack.stores.sql.fact_rows import decode_value, value_text
-from memstack.stores.sql.ledger import dialect_insert
 from memstack.stores.sql.models import CandidateRow, UserRow
 from memstack.stores.sql.transfer_rows import FactData, batches
 

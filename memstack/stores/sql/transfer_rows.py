@@ -23,9 +23,9 @@ from sqlalchemy.orm import defer
 
 from memstack.core.messages import Message
 from memstack.stores.sql import ledger
+from memstack.stores.sql.db import dialect_insert
 from memstack.stores.sql.fact_rows import decode_value, value_text
 from memstack.stores.sql.facts import lock_fact_key
-from memstack.stores.sql.ledger import dialect_insert
 from memstack.stores.sql.models import (
     CandidateRow,
     FactArchiveRow,
