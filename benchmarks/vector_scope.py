@@ -8,7 +8,9 @@ heavy user's N vectors and ``--others`` users of N/20 each, then times
 - ``chroma-filtered``: Chroma embedded with the unfiltered path off
   (``overfetch_max=0``): the filtered HNSW query, as before;
 - ``chroma``: Chroma embedded as configured (the heavy scope searched unfiltered);
-- ``qdrant-local``: qdrant-client's local mode (in memory; the same scan as on a path);
+- ``qdrant-local-filtered``: qdrant-client's local mode (in memory; the same scan as
+  on a path) with the unfiltered path off: its filtered scan, as before;
+- ``qdrant-local``: local mode as configured (the heavy scope searched unfiltered);
 - ``qdrant-edge``: Qdrant's engine in process, indexed by ``optimize()``.
 
 Vectors are ``random`` (uniform on the sphere) or ``clustered`` (100 topics shared by
@@ -29,7 +31,7 @@ import json
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +116,13 @@ async def time_searches(
     return ms(took)
 
 
+async def filtered_only(opening: Awaitable[QdrantStore]) -> QdrantStore:
+    """A local-mode store that never searches unfiltered: the filtered scan, as before."""
+    store = await opening
+    store._shares.rows = lambda *_: 0  # type: ignore[method-assign]
+    return store
+
+
 Opener = Callable[[Path], Any]
 STORES: dict[str, Opener] = {
     "chroma-filtered": lambda p: ChromaStore.open(
@@ -121,6 +130,9 @@ STORES: dict[str, Opener] = {
     ),
     "chroma": lambda p: ChromaStore.open(
         "bench_memory", model_version="b", dim=DIM, path=p / "chroma"
+    ),
+    "qdrant-local-filtered": lambda p: filtered_only(
+        QdrantStore.open("bench_memory", model_version="b", dim=DIM, location=":memory:")
     ),
     "qdrant-local": lambda p: QdrantStore.open(
         "bench_memory", model_version="b", dim=DIM, location=":memory:"
@@ -141,7 +153,7 @@ async def run(
         built: set[str] = set()
         for name in stores:
             store = await STORES[name](Path(tmp))
-            # Both Chroma rows read one collection: built once.
+            # Both Chroma rows read one collection: built once (local mode: in memory).
             kind = "chroma" if name.startswith("chroma") else name
             build_s = 0.0
             if kind not in built:

@@ -330,8 +330,9 @@ def test_matches_judges_types_as_chromas_where_does(tmp_path: Path) -> None:
 async def test_qdrant_heavy_user_gets_exactly_their_own_nearest_vectors(
     backend: str, tmp_path: Path
 ) -> None:
-    # Qdrant filters inside its search (local mode: a scan; edge: below its indexing
-    # threshold, a scan too), so the heavy user's hits are exact: the same reference.
+    # Local mode searches alice unfiltered and checks each hit with its own filter
+    # function; edge filters inside its search (below its indexing threshold, a scan).
+    # Both are exact here: the same reference.
     store: QdrantStore | QdrantEdgeStore
     if backend == "qdrant-local":
         # Local mode has no payload indexes: asking for them must change nothing.
@@ -352,4 +353,13 @@ async def test_qdrant_heavy_user_gets_exactly_their_own_nearest_vectors(
                 [q.tolist()], scope={"user_id": HEAVY}, top_k=TOP_K, where=where, fields="ids"
             )
             assert [h.id for h in got[0]] == exact(records, q, pairs)
+            assert not got[0][0].metadata and not got[0][0].text
+    if isinstance(store, QdrantStore):
+        # Local mode searched alice unfiltered; her pinned tenth fell back to the filter.
+        shares = store._shares.seen
+        assert shares[(("user_id", HEAVY),)][1] > 0.6
+        assert shares[(("user_id", HEAVY), ("pinned", True))][1] < WIDE_SHARE_MIN
+        full = await store.search(records[0].vector, scope={"user_id": HEAVY}, top_k=TOP_K)
+        assert full[0].id == records[0].id and full[0].text == records[0].text
+        assert full[0].metadata == records[0].metadata
     await store.close()

@@ -1,7 +1,9 @@
 """Qdrant behind :class:`~memstack.stores.vectors.base.VectorStore`.
 
 Three locations: a server ``url``, local mode on a ``path`` (qdrant-client's pure-Python
-engine: a brute-force scan, fine for tests and small data), or ``":memory:"``.
+engine: a brute-force scan, fine for tests and small data; a scope that is most of the
+collection is searched unfiltered, see :mod:`~memstack.stores.vectors.qdrant_wide`), or
+``":memory:"``.
 Qdrant point ids must be UUIDs or integers, so the point id is a UUID5 of our string id
 and the string id travels in the payload, next to the text.
 """
@@ -27,6 +29,8 @@ from memstack.stores.vectors.filters import (
     in_thread,
     unique_records,
 )
+from memstack.stores.vectors.overfetch import Shares
+from memstack.stores.vectors.qdrant_wide import search_local
 
 T = TypeVar("T")
 
@@ -157,6 +161,8 @@ class QdrantStore:
         self._index_keys = tuple(index_keys)
         self._shared: _Client | None = None
         self._open_lock = asyncio.Lock()
+        # Local mode: the learnt share of each scope searched unfiltered (qdrant_wide).
+        self._shares = Shares()
 
     @classmethod
     async def open(
@@ -360,7 +366,8 @@ class QdrantStore:
     ) -> list[list[VectorHit]]:
         from qdrant_client import models
 
-        query_filter = _filter(conditions(scope, where))
+        pairs = conditions(scope, where)
+        query_filter = _filter(pairs)
         check_top_k(top_k)
         requests = [
             models.QueryRequest(
@@ -375,13 +382,18 @@ class QdrantStore:
         if not requests:
             return []
 
-        def work(client: Any) -> list[Any]:
-            return list(client.query_batch_points(self.collection_name, requests=requests))
+        def work(client: Any) -> list[list[Any]]:
+            if self._shared is not None and self._shared.local:
+                return search_local(
+                    client, self.collection_name, requests, tuple(pairs), self._shares
+                )
+            responses = client.query_batch_points(self.collection_name, requests=requests)
+            return [response.points for response in responses]
 
         out: list[list[VectorHit]] = []
-        for response in await self._run(work, "search"):
+        for points in await self._run(work, "search"):
             hits = []
-            for point in response.points:
+            for point in points:
                 payload = dict(point.payload or {})
                 record_id = str(payload.pop(ID_KEY, point.id))
                 text = str(payload.pop(TEXT_KEY, ""))
@@ -424,6 +436,8 @@ class QdrantStore:
             client.delete(self.collection_name, points_selector=selector)
 
         await self._run(work, "delete")
+        # A delete can change a scope's share of the collection.
+        self._shares.clear()
 
     async def count(self, scope: Mapping[str, MetaValue] | None = None) -> int:
         """Number of points, all of them or those matching ``scope`` (stats, dry runs)."""
