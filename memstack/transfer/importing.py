@@ -287,6 +287,10 @@ class Importer:
                 await _check_here(s, plan)
             report = ImportReport(list(plan.header.users), dict(plan.counts))
             await self._rows(reader, plan, limits, report)
+            async with db.guarded("import"), self.sessions.begin() as s:
+                # An import can multiply a table's rows at once: plans chosen for the
+                # small table would walk the new rows.
+                await db.refresh_statistics(s)
             await self._vectors(plan, report)
             await self._state_and_knowledge(reader, plan, limits, report)
         return report

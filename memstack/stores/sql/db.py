@@ -161,6 +161,8 @@ async def prepare(engine: AsyncEngine, settings: Settings) -> None:
     try:
         if settings.should_migrate:
             await asyncio.to_thread(upgrade, settings)
+            async with AsyncSession(engine) as session, session.begin():
+                await refresh_statistics(session)
             return
         current = await current_revision(engine)
     except (OperationalError, InterfaceError, OSError) as exc:
@@ -173,6 +175,22 @@ async def prepare(engine: AsyncEngine, settings: Settings) -> None:
             f"database schema is at {current or 'nothing'}, this memstack needs {head}: "
             "run `memstack db upgrade` (or set MEMSTACK_AUTO_MIGRATE=true)"
         )
+
+
+# Rows ANALYZE samples per index on SQLite: enough for the planner to tell a unique
+# key from a column shared by a user's whole history, at a cost that stays small
+# however large the file grows.
+SQLITE_ANALYSIS_LIMIT = 1000
+
+
+async def refresh_statistics(session: AsyncSession) -> None:
+    """Give SQLite's planner the statistics PostgreSQL's autovacuum keeps. Without them
+    it takes ``user_id = ?`` for as selective as ``msg_id IN (…)`` and walks a heavy
+    user's whole history to find a few rows by id. A no-op on PostgreSQL."""
+    if session.get_bind().dialect.name != "sqlite":
+        return
+    await session.execute(text(f"PRAGMA analysis_limit={SQLITE_ANALYSIS_LIMIT}"))
+    await session.execute(text("ANALYZE"))
 
 
 async def ping(engine: AsyncEngine) -> None:
