@@ -34,25 +34,34 @@ if TYPE_CHECKING:
     from memstack.core.messages import Message, Remembered
     from memstack.core.settings import Settings, load_settings
     from memstack.core.status import IngestStatus, StreamLag, WorkerBeat
-    from memstack.ingest.maintenance import MaintenanceReport, ReindexReport
-    from memstack.ingest.worker import WorkerReport
-    from memstack.knowledge.base import AddReport, AddResult, KBDocument, KBHit
-    from memstack.knowledge.documents import Document, Skipped
     from memstack.memory import AsyncMemory
-    from memstack.recall.assembly import Section
-    from memstack.recall.budget import Allocation
-    from memstack.recall.lexical import Rewrite
-    from memstack.recall.result import ContextResult, ManifestItem
-    from memstack.recall.search import SearchHit
-    from memstack.stores.redis.queue import DeadLetter
-    from memstack.stores.redis.working_memory import SessionState
-    from memstack.stores.sql.candidates import StoredCandidate
-    from memstack.stores.sql.facts import StoredFact
-    from memstack.stores.sql.ledger import SessionOverview, UserOverview
     from memstack.sync import Memory
-    from memstack.transfer.exporting import ExportReport
-    from memstack.transfer.importing import ImportReport
-    from memstack.wiring import StoreStatus
+    from memstack.types import (
+        AddReport,
+        AddResult,
+        Allocation,
+        ContextResult,
+        DeadLetter,
+        Document,
+        ExportReport,
+        ImportReport,
+        KBDocument,
+        KBHit,
+        MaintenanceReport,
+        ManifestItem,
+        ReindexReport,
+        Rewrite,
+        SearchHit,
+        Section,
+        SessionOverview,
+        SessionState,
+        Skipped,
+        StoredCandidate,
+        StoredFact,
+        StoreStatus,
+        UserOverview,
+        WorkerReport,
+    )
 
 # Where each public name lives, imported on first use (PEP 562): ``import memstack``
 # (and with it every ``memstack …`` command, ``--help`` included) then costs the
@@ -68,32 +77,33 @@ _LAZY: dict[str, str] = {
     "IngestStatus": "memstack.core.status",
     "StreamLag": "memstack.core.status",
     "WorkerBeat": "memstack.core.status",
-    "MaintenanceReport": "memstack.ingest.maintenance",
-    "ReindexReport": "memstack.ingest.maintenance",
-    "WorkerReport": "memstack.ingest.worker",
-    "AddReport": "memstack.knowledge.base",
-    "AddResult": "memstack.knowledge.base",
-    "KBDocument": "memstack.knowledge.base",
-    "KBHit": "memstack.knowledge.base",
-    "Document": "memstack.knowledge.documents",
-    "Skipped": "memstack.knowledge.documents",
+    # The value types: the standard library only, no store or model behind them.
+    "AddReport": "memstack.types",
+    "AddResult": "memstack.types",
+    "Allocation": "memstack.types",
+    "ContextResult": "memstack.types",
+    "DeadLetter": "memstack.types",
+    "Document": "memstack.types",
+    "ExportReport": "memstack.types",
+    "ImportReport": "memstack.types",
+    "KBDocument": "memstack.types",
+    "KBHit": "memstack.types",
+    "MaintenanceReport": "memstack.types",
+    "ManifestItem": "memstack.types",
+    "ReindexReport": "memstack.types",
+    "Rewrite": "memstack.types",
+    "SearchHit": "memstack.types",
+    "Section": "memstack.types",
+    "SessionOverview": "memstack.types",
+    "SessionState": "memstack.types",
+    "Skipped": "memstack.types",
+    "StoreStatus": "memstack.types",
+    "StoredCandidate": "memstack.types",
+    "StoredFact": "memstack.types",
+    "UserOverview": "memstack.types",
+    "WorkerReport": "memstack.types",
     "AsyncMemory": "memstack.memory",
-    "Section": "memstack.recall.assembly",
-    "Allocation": "memstack.recall.budget",
-    "Rewrite": "memstack.recall.lexical",
-    "ContextResult": "memstack.recall.result",
-    "ManifestItem": "memstack.recall.result",
-    "SearchHit": "memstack.recall.search",
-    "DeadLetter": "memstack.stores.redis.queue",
-    "SessionState": "memstack.stores.redis.working_memory",
-    "StoredCandidate": "memstack.stores.sql.candidates",
-    "StoredFact": "memstack.stores.sql.facts",
-    "SessionOverview": "memstack.stores.sql.ledger",
-    "UserOverview": "memstack.stores.sql.ledger",
     "Memory": "memstack.sync",
-    "ExportReport": "memstack.transfer.exporting",
-    "ImportReport": "memstack.transfer.importing",
-    "StoreStatus": "memstack.wiring",
 }
 
 # The public API: import these from ``memstack``, not from the modules that define them.

@@ -20,35 +20,36 @@ from memstack.core.messages import Message
 from memstack.core.settings import Settings, load_settings
 from memstack.core.time import Timestamp, moment
 from memstack.ingest import maintenance
-from memstack.ingest.maintenance import MaintenanceReport
-from memstack.ingest.worker import Worker, WorkerReport
-from memstack.knowledge.base import (
-    AddReport,
-    KBDocument,
-    KBHit,
-    KnowledgeBase,
-    Progress,
-    Source,
-    has_documents,
-)
+from memstack.ingest.worker import Worker
+from memstack.knowledge.base import KnowledgeBase, Progress, Source, has_documents
 from memstack.knowledge.cache import KnowledgeCache, KnowledgeTurn, kb_search
 from memstack.knowledge.reembed import reembed
 from memstack.ml.embedders import Embedder, build_embedder, prepare_queries
 from memstack.recall import Recall
-from memstack.recall.result import ContextResult
 from memstack.stores import home
 from memstack.stores.journal import Journal
-from memstack.stores.redis.queue import DeadLetter, IngestQueue
-from memstack.stores.redis.working_memory import SessionState, WorkingMemory
+from memstack.stores.redis.queue import IngestQueue
+from memstack.stores.redis.working_memory import WorkingMemory
 from memstack.stores.sql import db, tool_results, vector_space
 from memstack.stores.vectors.base import VectorStore
+from memstack.types import (
+    AddReport,
+    ContextResult,
+    DeadLetter,
+    KBDocument,
+    KBHit,
+    MaintenanceReport,
+    ReindexReport,
+    SessionState,
+    StoreStatus,
+    WorkerReport,
+)
 from memstack.verbs.keys import KeyManagement
 from memstack.verbs.operations import Operations
 from memstack.verbs.reading import Management
 from memstack.verbs.transfer import Portability
 from memstack.verbs.writing import Writing
 from memstack.wiring import (
-    StoreStatus,
     build_kb_store,
     build_memory_store,
     build_worker,
@@ -195,9 +196,7 @@ class AsyncMemory(Management, KeyManagement, Portability, Operations, Writing):
     async def keys_without_ttl(self) -> list[str]:
         return await self.working.keys_without_ttl()
 
-    async def reindex(
-        self, progress: Callable[[int, int], None] | None = None
-    ) -> maintenance.ReindexReport:
+    async def reindex(self, progress: Callable[[int, int], None] | None = None) -> ReindexReport:
         """Drop the semantic-memory collection and rebuild it from the ledger with the
         configured embedder (after a model change: the error says ``memstack reindex``),
         which the deployment then keeps under ``embedder=auto``.

@@ -17,27 +17,30 @@ from memstack.core.messages import Message, Remembered
 from memstack.core.settings import Settings
 from memstack.core.status import IngestStatus
 from memstack.core.time import Timestamp
-from memstack.ingest.maintenance import MaintenanceReport, ReindexReport
-from memstack.ingest.worker import WorkerReport
-from memstack.knowledge.base import (
-    AddReport,
-    KBDocument,
-    KBHit,
-    Progress,
-    Source,
-)
+from memstack.knowledge.base import Progress, Source
 from memstack.knowledge.cache import KnowledgeTurn
 from memstack.memory import AsyncMemory
-from memstack.recall.result import ContextResult
-from memstack.recall.search import SearchHit
-from memstack.stores.redis.queue import DeadLetter
-from memstack.stores.redis.working_memory import SessionState
-from memstack.stores.sql.candidates import StoredCandidate
-from memstack.stores.sql.facts import StoredFact
-from memstack.stores.sql.ledger import SessionOverview, UserOverview
-from memstack.transfer.exporting import ExportReport, ExportTarget
-from memstack.transfer.importing import ImportReport, ImportSource, TransferProgress
-from memstack.wiring import StoreStatus
+from memstack.transfer.exporting import ExportTarget
+from memstack.transfer.importing import ImportSource, TransferProgress
+from memstack.types import (
+    AddReport,
+    ContextResult,
+    DeadLetter,
+    ExportReport,
+    ImportReport,
+    KBDocument,
+    KBHit,
+    MaintenanceReport,
+    ReindexReport,
+    SearchHit,
+    SessionOverview,
+    SessionState,
+    StoredCandidate,
+    StoredFact,
+    StoreStatus,
+    UserOverview,
+    WorkerReport,
+)
 
 T = TypeVar("T")
 

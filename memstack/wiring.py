@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from redis.asyncio import Redis
@@ -35,6 +34,7 @@ from memstack.stores.redis.queue import IngestQueue
 from memstack.stores.redis.working_memory import WorkingMemory
 from memstack.stores.sql import db, vector_space
 from memstack.stores.vectors.base import VectorStore
+from memstack.types import StoreStatus as StoreStatus
 
 if TYPE_CHECKING:
     from memstack.core.settings import Settings
@@ -126,14 +126,6 @@ async def settle_embedder(
         async with sessions() as s:
             name, _ = await vector_space.lookup(s, settings.key_prefix, new=new, legacy=legacy)
     return settings if explicit else settings.with_embedder(name)
-
-
-@dataclass(frozen=True)
-class StoreStatus:
-    """One store's answer to a probe: whether it answered, and what (never its address)."""
-
-    ok: bool
-    detail: str
 
 
 async def _probe(name: str, probe: Callable[[], Awaitable[str]], timeout_s: float) -> StoreStatus:

@@ -7,7 +7,6 @@ warning is a WHERE clause that once archived live data.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -19,17 +18,11 @@ from memstack.ingest.summaries import all_summary_records
 from memstack.ingest.summarisers import TOPICS
 from memstack.stores.sql import erasure, fact_archive, ledger
 from memstack.stores.vectors.base import VectorStore
+from memstack.types import MaintenanceReport as MaintenanceReport
+from memstack.types import ReindexReport as ReindexReport
 
 # Dialogue about preferences and plans outlives the retention window.
 KEPT_TOPICS = frozenset({"preference", "plan"})
-
-
-@dataclass
-class MaintenanceReport:
-    dry_run: bool
-    facts_archived: int = 0
-    inactive_users: list[str] = field(default_factory=list)
-    vectors_pruned: int = 0
 
 
 async def archive_facts(
@@ -64,14 +57,6 @@ async def prune_vectors(
                 await vectors.delete(scope=scope)
             pruned += n
     return inactive, pruned
-
-
-@dataclass
-class ReindexReport:
-    messages: int = 0
-    chunks: int = 0
-    summaries: int = 0
-    documents: int = 0  # knowledge-base documents moved to another embedder
 
 
 async def reindex(

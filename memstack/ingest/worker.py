@@ -24,6 +24,7 @@ from memstack.ingest.pipeline import Ingestor
 from memstack.ingest.summaries import SessionSummaries
 from memstack.stores.redis import workers as heartbeats
 from memstack.stores.redis.queue import IngestQueue, Job, message_from_job
+from memstack.types import WorkerReport as WorkerReport
 
 log = logging.getLogger("memstack.ingest.worker")
 
@@ -40,22 +41,6 @@ HEARTBEAT_TTL_S = 15.0
 
 def consumer_name() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
-
-
-@dataclass
-class WorkerReport:
-    processed: int = 0
-    failed: int = 0
-    dead_lettered: int = 0
-    summaries: int = 0
-    errors: list[str] = field(default_factory=list)
-
-    def add(self, other: WorkerReport) -> None:
-        self.processed += other.processed
-        self.failed += other.failed
-        self.dead_lettered += other.dead_lettered
-        self.summaries += other.summaries
-        self.errors += other.errors
 
 
 @dataclass

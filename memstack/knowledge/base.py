@@ -27,10 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Literal
 
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
@@ -50,57 +48,15 @@ from memstack.ml.embedders import Embedder
 from memstack.stores.sql.models import KBDocumentRow
 from memstack.stores.vectors.base import MetaValue, VectorRecord, VectorStore
 from memstack.text.chunking import split_semantic
+from memstack.types import AddReport as AddReport
+from memstack.types import AddResult as AddResult
+from memstack.types import KBDocument as KBDocument
+from memstack.types import KBHit as KBHit
 
 SCOPE_KEY = "kb"
 # How long this process trusts what it last read of whether the registry holds documents
 # (documents added or removed here update it at once).
 PRESENCE_TTL_S = 30.0
-
-
-@dataclass(frozen=True)
-class KBDocument:
-    """One registered document."""
-
-    namespace: str
-    doc_id: str
-    title: str
-    source: str
-    content_hash: str
-    chunk_count: int
-    model_version: str
-    created_at: datetime
-    updated_at: datetime
-
-
-@dataclass(frozen=True)
-class KBHit:
-    """One chunk found by :meth:`KnowledgeBase.search`; ``score`` is cosine similarity."""
-
-    id: str
-    doc_id: str
-    title: str
-    source: str
-    chunk_idx: int
-    text: str
-    score: float
-
-
-@dataclass(frozen=True)
-class AddResult:
-    doc_id: str
-    title: str
-    source: str
-    status: Literal["added", "replaced", "unchanged"]
-    chunk_count: int
-
-
-class AddReport(list[AddResult]):
-    """What :meth:`KnowledgeBase.add` did: one :class:`AddResult` per document, in
-    order (it is that list), and ``skipped``, the files of folders it left out."""
-
-    def __init__(self, results: Iterable[AddResult] = (), skipped: Iterable[Skipped] = ()) -> None:
-        super().__init__(results)
-        self.skipped: list[Skipped] = list(skipped)
 
 
 # Called after each document with (documents done, documents in total, its result).

@@ -25,6 +25,8 @@ from pathlib import Path
 from memstack.core.errors import InvalidContent, ValidationError
 from memstack.core.ids import text_hash, validate_id
 from memstack.core.inputs import check_text
+from memstack.types import Document as Document
+from memstack.types import Skipped as Skipped
 
 SUFFIXES = frozenset({".md", ".markdown", ".txt", ".text"})
 MAX_TITLE_LEN = 300
@@ -34,25 +36,6 @@ _MAX_DOC_ID_STEM = 100
 _UNSAFE_ID_CHARS = re.compile(r"[^A-Za-z0-9_.:@-]+")
 _MD_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 _LIMIT_NAME = "MEMSTACK_MAX_DOCUMENT_BYTES"
-
-
-@dataclass(frozen=True)
-class Document:
-    """A document to add. ``doc_id`` defaults to one derived from the content (a string)
-    or the path (a file); give it explicitly to replace a document by adding it again."""
-
-    text: str
-    doc_id: str | None = None
-    title: str | None = None
-    source: str | None = None
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """A file of a folder that was not added, and why."""
-
-    path: str
-    reason: str
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memstack.core.errors import StoreError
 from memstack.core.settings import Settings
-from memstack.knowledge.base import KBDocument, KnowledgeBase, as_document, registry_collection
+from memstack.knowledge.base import KnowledgeBase, as_document, registry_collection
 from memstack.ml.embedders import Embedder
 from memstack.stores.sql.models import KBDocumentRow
 from memstack.stores.vectors.base import VectorStore
+from memstack.types import KBDocument
 
 
 async def _registered(

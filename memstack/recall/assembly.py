@@ -19,7 +19,8 @@ from typing import Any
 
 from memstack.core.errors import ValidationError
 from memstack.core.messages import Message
-from memstack.text.token_counts import count_tokens, line_tokens
+from memstack.text.token_counts import line_tokens
+from memstack.types import Section as Section
 
 SECTION_ORDER = ("system", "facts", "knowledge", "history", "recent", "input")
 
@@ -327,23 +328,6 @@ def render_history_groups(items: Sequence[tuple[str, str]]) -> list[str]:
 
 
 # --- sections ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Section:
-    name: str
-    title: str | None
-    lines: tuple[str, ...] = ()
-
-    @property
-    def text(self) -> str:
-        if not self.lines:
-            return ""
-        return "\n".join([self.title, *self.lines] if self.title else self.lines)
-
-    @property
-    def tokens(self) -> int:
-        return count_tokens(self.text)
 
 
 def section_tokens(title: str | None, lines: Sequence[str]) -> int:

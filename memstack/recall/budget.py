@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from memstack.core.errors import ValidationError
 from memstack.text.token_counts import count_tokens
+from memstack.types import Allocation as Allocation
 
 ELLIPSIS = "…"
 
@@ -32,22 +33,6 @@ class Fit:
 
 
 Packer = Callable[[int], Fit]
-
-
-@dataclass(frozen=True)
-class Allocation:
-    total: int
-    reserved: int
-    caps: dict[str, int]
-    used: dict[str, int]
-
-    @property
-    def available(self) -> int:
-        return self.total - self.reserved
-
-    @property
-    def spent(self) -> int:
-        return self.reserved + sum(self.used.values())
 
 
 def base_caps(available: int, shares: Mapping[str, float]) -> dict[str, int]:

@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from memstack.core.errors import ExtractionError
 from memstack.text.terms import STOPWORDS, has_cjk, lexical_terms
+from memstack.types import Rewrite as Rewrite
 
 if TYPE_CHECKING:
     from memstack.core.settings import Settings
@@ -52,31 +52,6 @@ _ASKS_LATEST = re.compile(
 # A capitalised word inside a sentence, an acronym, or a run of them ("Lake Michigan").
 _ENTITY = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*")
 _QUOTED = re.compile(r"[\"“「『]([^\"”」』]{1,60})[\"”」』]")
-
-
-@dataclass(frozen=True)
-class Rewrite:
-    """The query as the retrieval channels see it."""
-
-    original: str
-    terms: tuple[str, ...]
-    weights: Mapping[str, float]
-    entities: tuple[str, ...] = ()
-    temporal: bool = False
-    # "date": the question asks when something happened; "latest": the newest state.
-    time_intent: Literal["date", "latest"] | None = None
-    source: Literal["rules", "llm"] = "rules"
-    # Terms added for the query's words by their neighbours (memstack.recall.word_neighbours).
-    expanded: tuple[str, ...] = ()
-
-    @property
-    def keywords(self) -> str:
-        """Entities and terms as one string: a second, denser query for the embedder."""
-        seen: list[str] = []
-        for w in (*self.entities, *self.terms):
-            if w.casefold() not in {s.casefold() for s in seen}:
-                seen.append(w)
-        return " ".join(seen)
 
 
 def rewrite_query(query: str) -> Rewrite:

@@ -7,15 +7,13 @@ parts, tokens — and why it was kept or dropped, so a caller can see why the mo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-from memstack.recall.budget import Allocation
-from memstack.recall.lexical import Rewrite
 from memstack.recall.ranking import Candidate
 from memstack.stores.vectors.base import VectorHit
 from memstack.text.token_counts import count_tokens
+from memstack.types import ContextResult as ContextResult
+from memstack.types import ManifestItem as ManifestItem
 
 # Manifest reasons.
 KEPT = None
@@ -26,45 +24,6 @@ STALE = "stale_value"
 IN_WINDOW = "in_window"
 BELOW_THRESHOLD = "below_threshold"
 CURRENT_INPUT = "current_input"
-
-
-@dataclass(frozen=True)
-class ManifestItem:
-    """One item the read path considered, and what became of it."""
-
-    layer: str
-    key: str
-    msg_ids: tuple[str, ...]
-    preview: str
-    tokens: int
-    kept: bool
-    reason: str | None = None
-    score: float | None = None
-    relevance: float | None = None
-    recency: float | None = None
-    distance: float | None = None
-    ranks: Mapping[str, int] = field(default_factory=dict)
-    detail: str = ""
-
-
-@dataclass(frozen=True)
-class ContextResult:
-    text: str
-    messages: list[dict[str, str]]
-    sections: Mapping[str, Any]
-    manifest: list[ManifestItem]
-    degraded: dict[str, str]
-    allocation: Allocation
-    rewrite: Rewrite
-    window_rebuilt: bool
-    timings_ms: dict[str, float]
-    tokens: int
-
-    def kept(self, layer: str | None = None) -> list[ManifestItem]:
-        return [m for m in self.manifest if m.kept and (layer is None or m.layer == layer)]
-
-    def kept_msg_ids(self, layer: str | None = None) -> set[str]:
-        return {i for m in self.kept(layer) for i in m.msg_ids}
 
 
 def preview(text: str) -> str:

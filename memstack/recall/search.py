@@ -11,7 +11,7 @@ not found; the pool widens when a range is given.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
 
 from memstack.core.errors import StoreUnavailable
@@ -20,6 +20,7 @@ from memstack.recall.pipeline import MIN_POOL, Recall
 from memstack.recall.ranking import Candidate
 from memstack.recall.request import Request, make_request
 from memstack.stores.sql import ledger
+from memstack.types import SearchHit as SearchHit
 
 # make_request() checks a budget and names a session; a search has neither. The budget
 # holds any query within max_message_bytes, and no window of the session is read.
@@ -28,24 +29,6 @@ _SESSION = "search"
 # Candidates per channel when a time range is given: the range is applied to the
 # ranked pool, so a narrow one needs a deeper pool to fill a page.
 RANGE_POOL = 200
-
-
-@dataclass(frozen=True)
-class SearchHit:
-    """One message that answers a query, best first. ``score`` is the read path's
-    (``relevance`` blended with ``recency``); ``ranks`` are its places in each channel
-    (``vector``, ``vector_rewrite``, ``lexical``, ``rerank``)."""
-
-    msg_id: str
-    session_id: str
-    role: str
-    text: str
-    created_at: datetime
-    score: float
-    relevance: float
-    recency: float
-    name: str | None = None
-    ranks: dict[str, int] = field(default_factory=dict)
 
 
 def _in_range(c: Candidate, since: float | None, until: float | None) -> bool:

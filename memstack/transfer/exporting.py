@@ -31,22 +31,10 @@ from memstack.stores.sql import db, transfer_candidates, transfer_rows
 from memstack.transfer import records
 from memstack.transfer.importing import TransferProgress
 from memstack.transfer.records import Record, StateData
+from memstack.types import ExportReport as ExportReport
 
 ExportTarget = str | os.PathLike[str] | IO[bytes] | IO[str]
 PAGE = 500
-
-
-@dataclass
-class ExportReport:
-    """What an export wrote: its users, its records by type, the knowledge-base
-    documents left out because a chunk of theirs is missing from the vector store
-    (``namespace/doc_id``: add them again), and the fact rows and fact candidates left
-    out because their stored value cannot be read back (the log names each)."""
-
-    users: list[str] = field(default_factory=list)
-    records: dict[str, int] = field(default_factory=dict)
-    skipped_documents: list[str] = field(default_factory=list)
-    withheld_facts: int = 0
 
 
 @dataclass

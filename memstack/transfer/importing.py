@@ -49,6 +49,7 @@ from memstack.stores.vectors.base import VectorRecord
 from memstack.transfer import records
 from memstack.transfer.fields import parse_line
 from memstack.transfer.records import DocumentData, Header, Limits, StateData
+from memstack.types import ImportReport as ImportReport
 
 # Called with (stage, done, total): "checking" (lines; total 0 while unknown),
 # "writing" (records), "embedding" (messages), "state and knowledge" (records).
@@ -56,17 +57,6 @@ TransferProgress = Callable[[str, int, int], None]
 ImportSource = str | os.PathLike[str] | bytes | IO[bytes] | IO[str]
 # Rows per INSERT.
 WRITE_BATCH = 200
-
-
-@dataclass
-class ImportReport:
-    """What an import found and did: records of the file by type, and what each wrote
-    that was not here yet (messages, facts, summaries and tool results: new rows; state:
-    sessions set; document: documents added or replaced)."""
-
-    users: list[str] = field(default_factory=list)
-    records: dict[str, int] = field(default_factory=dict)
-    written: dict[str, int] = field(default_factory=dict)
 
 
 @contextmanager

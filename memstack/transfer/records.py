@@ -43,12 +43,12 @@ from memstack.core.ids import MAX_NAMESPACE_LEN, validate_id
 from memstack.core.inputs import MAX_DEPTH, check_json, check_text
 from memstack.core.messages import Message, validate_message, validate_name
 from memstack.core.settings import Settings
-from memstack.knowledge.base import KBDocument
 from memstack.knowledge.documents import MAX_SOURCE_BYTES, MAX_TITLE_LEN
 from memstack.stores.sql.candidates import CONFIRMED, PENDING, STATUSES
 from memstack.stores.sql.transfer_candidates import CandidateData
 from memstack.stores.sql.transfer_rows import FactData, SummaryData, ToolResultData
 from memstack.transfer.fields import Fields, fail_line, is_by_hand
+from memstack.types import KBDocument
 
 FORMAT = "memstack-export"
 VERSION = 1

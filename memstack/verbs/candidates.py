@@ -17,8 +17,8 @@ from memstack.core.time import Timestamp
 from memstack.stores.sql import candidates as candidate_store
 from memstack.stores.sql import db, erasure
 from memstack.stores.sql import facts as fact_store
-from memstack.stores.sql.candidates import PENDING, STATUSES, StoredCandidate
-from memstack.stores.sql.facts import StoredFact
+from memstack.stores.sql.candidates import PENDING, STATUSES
+from memstack.types import StoredCandidate, StoredFact
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker

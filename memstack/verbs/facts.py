@@ -21,7 +21,8 @@ from memstack.core.inputs import check_moment
 from memstack.core.time import Timestamp
 from memstack.stores.sql import db, ledger
 from memstack.stores.sql import facts as fact_store
-from memstack.stores.sql.facts import Outcome, StoredFact
+from memstack.stores.sql.facts import Outcome
+from memstack.types import StoredFact
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker

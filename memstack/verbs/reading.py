@@ -17,9 +17,8 @@ from memstack.core.messages import Message
 from memstack.core.time import Timestamp
 from memstack.ingest.summaries import summaries_of
 from memstack.recall import search as recall_search
-from memstack.recall.search import SearchHit
 from memstack.stores.sql import db, ledger
-from memstack.stores.sql.ledger import SessionOverview, UserOverview
+from memstack.types import SearchHit, SessionOverview, UserOverview
 from memstack.verbs.candidates import FactCandidates
 from memstack.verbs.erasure import Erasure
 from memstack.verbs.facts import FactCorrections

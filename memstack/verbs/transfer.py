@@ -10,8 +10,9 @@ from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
 from memstack.core.ids import DEFAULT_NAMESPACE, validate_id
-from memstack.transfer.exporting import Exporter, ExportReport, ExportTarget, write_export
-from memstack.transfer.importing import Importer, ImportReport, ImportSource, TransferProgress
+from memstack.transfer.exporting import Exporter, ExportTarget, write_export
+from memstack.transfer.importing import Importer, ImportSource, TransferProgress
+from memstack.types import ExportReport, ImportReport
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker

@@ -10,6 +10,7 @@ from memstack.core.errors import ValidationError
 from memstack.core.ids import validate_id
 from memstack.core.messages import ROLES, Message, validate_name
 from memstack.core.time import from_ms
+from memstack.types import DeadLetter as DeadLetter
 
 
 @dataclass(frozen=True)
@@ -21,14 +22,6 @@ class Job:
     deliveries: int = 1
     # The stream it was read from ("": the queue's first, the only one on one Redis).
     stream: str = ""
-
-
-@dataclass
-class DeadLetter:
-    entry_id: str
-    fields: dict[str, str]
-    error: str
-    deliveries: int
 
 
 def text_of(v: bytes | str) -> str:

@@ -32,6 +32,7 @@ from memstack.core.time import from_ms, to_ms
 from memstack.stores.redis import scripts
 from memstack.stores.redis.errors import REDIS_ERRORS
 from memstack.stores.redis.keys import keys_for, session_tag
+from memstack.types import SessionState as SessionState
 
 
 def _entry(m: Message) -> str:
@@ -76,14 +77,6 @@ class WindowRead:
 
     messages: list[Message]
     complete: bool
-
-
-@dataclass(frozen=True)
-class SessionState:
-    fields: dict[str, Any]
-    turns: int
-    last_msg_id: str | None
-    last_msg_at: datetime | None
 
 
 def _wrap(exc: Exception) -> Exception:

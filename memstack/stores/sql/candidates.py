@@ -11,7 +11,6 @@ status and ``decided_at``, so the review stays auditable and
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -34,30 +33,10 @@ from memstack.stores.sql.facts import (
     settle_candidates,
 )
 from memstack.stores.sql.models import CandidateRow, FactRow
+from memstack.types import StoredCandidate as StoredCandidate
 
 PENDING, CONFIRMED, REJECTED, SUPERSEDED = "pending", "confirmed", "rejected", "superseded"
 STATUSES = (PENDING, CONFIRMED, REJECTED, SUPERSEDED)
-
-
-@dataclass(frozen=True)
-class StoredCandidate:
-    """A fact read with too little confidence to be served (see docs/facts.md)."""
-
-    id: int
-    user_id: str
-    session_id: str
-    msg_id: str
-    key: str
-    value: Any
-    type: str
-    confidence: float
-    source: str
-    said_at: datetime
-    # pending, confirmed (``fact_id`` is the fact it became), rejected, or superseded
-    # (the user stated the key again after it)
-    status: str
-    decided_at: datetime | None = None
-    fact_id: int | None = None
 
 
 _COLUMNS = (

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Text, case, func, null
@@ -15,6 +13,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from memstack.core.facts.vocabulary import depth_within
 from memstack.core.inputs import MAX_DEPTH
+from memstack.types import StoredFact as StoredFact
 
 log = logging.getLogger("memstack.stores.sql.facts")
 
@@ -24,39 +23,6 @@ log = logging.getLogger("memstack.stores.sql.facts")
 # such a value is read as withheld (None) and left out of current facts.
 READ_MAX_VALUE_BYTES = 64 * 1024
 READ_MAX_DEPTH = MAX_DEPTH
-
-
-@dataclass(frozen=True)
-class StoredFact:
-    id: int
-    user_id: str
-    session_id: str
-    msg_id: str
-    key: str
-    value: Any
-    type: str
-    confidence: float
-    source: str
-    valid_from: datetime
-    valid_until: datetime | None
-    supersedes_id: int | None
-    # The message that withdrew this value with nothing in its place (a retraction);
-    # None for a current value and for one a new value superseded.
-    ended_by_msg_id: str | None = None
-    # The stored value is beyond what a read hands on (READ_MAX_VALUE_BYTES, depth, not
-    # JSON): ``value`` is None and the fact is left out of the current facts.
-    withheld: bool = False
-    # The message it came from is no longer in the ledger (delete_message,
-    # forget_session): the fact stays, nothing re-derives it. Read by the management
-    # verbs only (facts(), fact_history()); a fact set by hand names no message.
-    source_deleted: bool = False
-    # The candidate whose confirmation made this fact (docs/facts.md, "Candidates");
-    # None for a fact extracted with confidence or set by hand.
-    candidate_id: int | None = None
-
-    @property
-    def current(self) -> bool:
-        return self.valid_until is None
 
 
 def value_text(table: Any, dialect: str) -> ColumnElement[Any]:

@@ -16,6 +16,8 @@ from memstack.stores.sql import term_index
 from memstack.stores.sql.db import dialect_insert
 from memstack.stores.sql.models import MessageRow
 from memstack.text.terms import lexical_terms
+from memstack.types import SessionOverview as SessionOverview
+from memstack.types import UserOverview as UserOverview
 
 
 def _from_row(row: MessageRow) -> Message:
@@ -171,22 +173,6 @@ async def around(session: AsyncSession, m: Message, *, before: int, after: int) 
     head.sort(key=lambda x: (x.created_at, x.msg_id))
     tail.sort(key=lambda x: (x.created_at, x.msg_id))
     return Slice(head + tail, from_start=len(head) <= before, to_end=len(tail) < after)
-
-
-@dataclass(frozen=True)
-class UserOverview:
-    user_id: str
-    sessions: int
-    messages: int
-    last_message_at: datetime
-
-
-@dataclass(frozen=True)
-class SessionOverview:
-    session_id: str
-    messages: int
-    first_message_at: datetime
-    last_message_at: datetime
 
 
 async def user_overviews(session: AsyncSession, *, limit: int, offset: int) -> list[UserOverview]:
