@@ -7,28 +7,6 @@ from typing import Any, TypeVar
 
 import httpx
 
-from memstack import (
-    AddReport,
-    ContextResult,
-    Document,
-    ExportReport,
-    ImportReport,
-    IngestStatus,
-    KBDocument,
-    KBHit,
-    Message,
-    Remembered,
-    SearchHit,
-    SessionOverview,
-    SessionState,
-    StoredCandidate,
-    StoredFact,
-    StoreStatus,
-    UserErasure,
-    UserIdentity,
-    UserOverview,
-    WorkerReport,
-)
 from memstack.client import _ops
 from memstack.client._ops import Progress
 from memstack.client._transfer import (
@@ -40,8 +18,29 @@ from memstack.client._transfer import (
     import_call,
 )
 from memstack.client._wire import Call, client_options, error_of, outcome, unreachable
+from memstack.core.erasure import UserErasure
+from memstack.core.identity import UserIdentity
 from memstack.core.ids import DEFAULT_NAMESPACE
+from memstack.core.messages import Message, Remembered
+from memstack.core.status import IngestStatus
 from memstack.core.time import Timestamp
+from memstack.types import (
+    AddReport,
+    ContextResult,
+    Document,
+    ExportReport,
+    ImportReport,
+    KBDocument,
+    KBHit,
+    SearchHit,
+    SessionOverview,
+    SessionState,
+    StoredCandidate,
+    StoredFact,
+    StoreStatus,
+    UserOverview,
+    WorkerReport,
+)
 
 T = TypeVar("T")
 

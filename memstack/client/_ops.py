@@ -9,29 +9,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from memstack import (
-    AddReport,
-    AddResult,
-    ContextResult,
-    Document,
-    IngestStatus,
-    KBDocument,
-    KBHit,
-    Message,
-    Remembered,
-    SearchHit,
-    SessionOverview,
-    SessionState,
-    StoredCandidate,
-    StoredFact,
-    StoreStatus,
-    StreamLag,
-    UserErasure,
-    UserIdentity,
-    UserOverview,
-    WorkerBeat,
-    WorkerReport,
-)
 from memstack.client._wire import (
     Call,
     build,
@@ -44,15 +21,34 @@ from memstack.client._wire import (
     user_path,
 )
 from memstack.core import namespaces as ns
+from memstack.core.erasure import UserErasure
 from memstack.core.errors import ValidationError
-from memstack.core.identity import check_identity
+from memstack.core.identity import UserIdentity, check_identity
 from memstack.core.ids import (
     DEFAULT_NAMESPACE,
     validate_candidate_id,
     validate_id,
     validate_msg_id,
 )
+from memstack.core.messages import Message, Remembered
+from memstack.core.status import IngestStatus, StreamLag, WorkerBeat
 from memstack.core.time import Timestamp
+from memstack.types import (
+    AddReport,
+    AddResult,
+    ContextResult,
+    Document,
+    KBDocument,
+    KBHit,
+    SearchHit,
+    SessionOverview,
+    SessionState,
+    StoredCandidate,
+    StoredFact,
+    StoreStatus,
+    UserOverview,
+    WorkerReport,
+)
 
 FACT_TIMES = ("valid_from", "valid_until")
 CANDIDATE_TIMES = ("said_at", "decided_at")

@@ -15,9 +15,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from memstack import ExportReport, ImportReport
 from memstack.client._wire import Call, build, call, user_path
 from memstack.core.errors import MemstackError, StoreUnavailable
+from memstack.types import ExportReport, ImportReport
 
 # memstack.transfer's types: where an export goes, what an import reads, its progress.
 ExportTarget = str | os.PathLike[str] | IO[bytes] | IO[str]

@@ -16,14 +16,6 @@ from urllib.parse import quote
 
 import httpx
 
-from memstack import (
-    Allocation,
-    ContextResult,
-    ManifestItem,
-    Message,
-    Rewrite,
-    Section,
-)
 from memstack.core import errors
 from memstack.core.errors import (
     Conflict,
@@ -36,7 +28,9 @@ from memstack.core.errors import (
 )
 from memstack.core.ids import validate_id
 from memstack.core.inputs import check_moment
+from memstack.core.messages import Message
 from memstack.core.time import Timestamp
+from memstack.types import Allocation, ContextResult, ManifestItem, Rewrite, Section
 
 T = TypeVar("T")
 D = TypeVar("D")
