@@ -224,8 +224,8 @@ class Shard:
         rows = self.shares.rows(pairs, top_k, limits.overfetch_max)
         if not rows:
             return self.hnsw(queries, _where(pairs), top_k, fields)
-        wide, share = wide_search(self.collection, queries, pairs, top_k, rows, fields)
-        self.shares.learn(pairs, share)
+        wide, kept, fetched = wide_search(self.collection, queries, pairs, top_k, rows, fields)
+        self.shares.learn(pairs, kept, fetched)
         short = [q for q, hits in enumerate(wide) if hits is None]
         if short:
             # Too few of the rows fetched were the scope's: the filtered query answers

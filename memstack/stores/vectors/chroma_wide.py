@@ -57,10 +57,10 @@ def wide_search(
     top_k: int,
     rows: int,
     fields: HitFields,
-) -> tuple[list[list[VectorHit] | None], float]:
+) -> tuple[list[list[VectorHit] | None], int, int]:
     """The unfiltered query for ``rows`` rows each, kept to the hits matching ``pairs``.
     Per query, its top ``top_k`` hits, or None where fewer survived while more rows
-    exist; and the share of the rows fetched that matched (the learnt share)."""
+    exist; then how many of the rows fetched matched, and how many were fetched."""
     include = ["metadatas", "distances"]
     if fields == "all":
         include.append("documents")
@@ -71,7 +71,7 @@ def wide_search(
     except Exception:
         # Some Chroma versions raise when n_results exceeds an empty index.
         if collection.count() == 0:
-            return [[] for _ in queries], 1.0
+            return [[] for _ in queries], 0, 0
         raise
     out: list[list[VectorHit] | None] = []
     fetched = kept = 0
@@ -96,7 +96,7 @@ def wide_search(
         # are all of the scope, however few.
         complete = len(hits) >= top_k or len(ids) < rows
         out.append(hits if complete else None)
-    return out, (kept / fetched if fetched else 1.0)
+    return out, kept, fetched
 
 
 def _column(result: Mapping[str, Any], name: str, q: int, n: int) -> Sequence[Any]:

@@ -54,7 +54,7 @@ def search_local(
         # Fewer points than asked: the search saw the whole collection.
         complete = len(points) >= top_k or len(response.points) < rows
         out.append([_trim(p, request.with_payload) for p in points[:top_k]] if complete else None)
-    shares.learn(pairs, kept / fetched if fetched else 1.0)
+    shares.learn(pairs, kept, fetched)
     short = [q for q, points in enumerate(out) if points is None]
     if short:
         redo = client.query_batch_points(collection, requests=[requests[q] for q in short])
