@@ -1,4 +1,5 @@
-""":class:`MemoryClient`: :class:`memstack.Memory`'s methods over the HTTP API, blocking."""
+# generated from _async.py by scripts/gen_sync.py — do not edit
+""":class:`MemoryClient`: :class:`memstack.Memory`'s methods over the HTTP API."""
 
 from __future__ import annotations
 
@@ -46,10 +47,10 @@ T = TypeVar("T")
 
 
 class MemoryClient:
-    """``with MemoryClient("http://127.0.0.1:8080", api_key=key) as mem: mem.remember(...)``
+    """``with MemoryClient(url, api_key=key) as mem: mem.remember(...)``
 
-    The methods of :class:`memstack.Memory` that the HTTP API serves, with the same
-    arguments, answers and exceptions (see :mod:`memstack.client`).
+    The methods of :class:`memstack.Memory` that the HTTP API serves, with the
+    same arguments, answers and exceptions (see :mod:`memstack.client`).
     """
 
     def __init__(
