@@ -16,7 +16,8 @@ Every query carries ``user_id``: no path of this module can read another user's 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -50,6 +51,32 @@ class LexicalHit:
 def idf(n_docs: int, df: int) -> float:
     """BM25's inverse document frequency, with the +1 that keeps it above zero."""
     return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+
+
+def bm25(
+    weights: Mapping[str, float],
+    docs: Sequence[Counter[str]],
+    *,
+    n_docs: int,
+    avgdl: float,
+    df: Mapping[str, int],
+    lengths: Sequence[int],
+) -> list[float]:
+    """The same Okapi BM25 in Python, for offline use (``benchmarks/recall_ablation.py``
+    scores a whole conversation with it)."""
+    idfs = {t: idf(n_docs, df.get(t, 0)) for t in weights}
+    avgdl = avgdl or 1.0
+    scores = []
+    for tf, length in zip(docs, lengths, strict=True):
+        norm = K1 * (1.0 - B + B * length / avgdl)
+        scores.append(
+            sum(
+                w * idfs[t] * tf[t] * (K1 + 1.0) / (tf[t] + norm)
+                for t, w in weights.items()
+                if tf.get(t)
+            )
+        )
+    return scores
 
 
 def _statement(user_id: str, weights: Mapping[str, float], avgdl: float, limit: int) -> Any:
