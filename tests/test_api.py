@@ -384,7 +384,9 @@ async def test_other_errors_are_500_with_a_clear_body_and_no_trace(
     client, mem = embedded_api
 
     async def schema_mismatch(user_id: str) -> list[object]:
-        raise SchemaMismatch("database schema is behind: run `memstack db upgrade`")
+        raise SchemaMismatch(
+            "database schema is behind: run `memstack db upgrade`", layer="database"
+        )
 
     monkeypatch.setattr(mem, "facts", schema_mismatch)
     r = await client.get("/v1/users/u1/facts")

@@ -157,7 +157,7 @@ async def test_lookups_are_cached_for_two_seconds_and_a_revocation_elsewhere_is_
 
         # While the database cannot be read, the last answers stand; a key never read fails.
         async def down(*_: Any) -> None:
-            raise StoreUnavailable("database unavailable (api keys)")
+            raise StoreUnavailable("database unavailable (api keys)", layer="database")
 
         monkeypatch.setattr(access_module.api_keys, "find", down)
         monkeypatch.setattr(access_module.api_keys, "any_live", down)
@@ -329,7 +329,7 @@ async def test_keys_that_cannot_be_read_are_503_not_an_open_door(
     _, key = await mem.create_key("alice")
 
     async def down(_: str) -> ApiKey | None:
-        raise StoreUnavailable("database unavailable (api keys)")
+        raise StoreUnavailable("database unavailable (api keys)", layer="database")
 
     monkeypatch.setattr(mem, "authenticate", down)
     r = await client.get("/v1/users/alice/facts", headers=bearer(key))

@@ -369,16 +369,28 @@ IN_LOG = "the server log has the details"
 @pytest.mark.parametrize(
     ("exc", "status", "detail"),
     [
-        (StoreUnavailable(f"database unavailable (facts): {LEAKY}"), 503, "database unavailable"),
-        (StoreUnavailable(f"Redis: Error 111 connecting {LEAKY}"), 503, "redis unavailable"),
-        (StoreUnavailable(f"chroma http://{LEAKY}"), 503, "vector store unavailable"),
+        (
+            StoreUnavailable(f"database unavailable (facts): {LEAKY}", layer="database"),
+            503,
+            "database unavailable",
+        ),
+        (
+            StoreUnavailable(f"Redis: Error 111 connecting {LEAKY}", layer="redis"),
+            503,
+            "redis unavailable",
+        ),
+        (
+            StoreUnavailable(f"chroma http://{LEAKY}", layer="vector store"),
+            503,
+            "vector store unavailable",
+        ),
         (
             ModelUnavailable(f"cannot load the ONNX model /srv/m.onnx {LEAKY}"),
             503,
             "model unavailable",
         ),
         (
-            StoreError(f"chroma /srv/chroma collection 'm': {LEAKY}"),
+            StoreError(f"chroma /srv/chroma collection 'm': {LEAKY}", layer="vector store"),
             500,
             f"vector store error; {IN_LOG}",
         ),

@@ -492,7 +492,7 @@ async def test_store_outage_keeps_jobs_pending_instead_of_dead_lettering(
         real_upsert = worker.ingestor.vectors.upsert
 
         async def down(*args: object, **kwargs: object) -> None:
-            raise StoreUnavailable("chroma: connection refused (injected)")
+            raise StoreUnavailable("chroma: connection refused (injected)", layer="vector store")
 
         monkeypatch.setattr(worker.ingestor.vectors, "upsert", down)
         for _ in range(6):  # far more deliveries than ingest_max_deliveries

@@ -459,7 +459,7 @@ class FailingEmbedder(HashingEmbedder):
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if self.fail:
-            raise StoreUnavailable("embeddings endpoint down")
+            raise StoreUnavailable("embeddings endpoint down", layer="embedder")
         return await super().embed(texts)
 
 

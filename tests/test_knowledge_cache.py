@@ -376,7 +376,7 @@ async def test_failed_search_serves_level_one(redis: Redis, settings: Settings) 
     await cache.turn(user, sid, LONG_MESSAGE)
 
     async def down(query: str, top_k: int) -> list[KnowledgeItem]:
-        raise StoreUnavailable("qdrant: connection refused")
+        raise StoreUnavailable("qdrant: connection refused", layer="vector store")
 
     before = REGISTRY.get_sample_value("memstack_knowledge_search_failures_total") or 0.0
     cache.search = down

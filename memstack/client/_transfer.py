@@ -84,7 +84,9 @@ class ExportSink:
     def _finish(self) -> None:
         if not self._ended:
             # The server's stream ended without its end record: it failed midway.
-            raise StoreUnavailable("the server's export was cut short (no end record); try again")
+            raise StoreUnavailable(
+                "the server's export was cut short (no end record); try again", layer="server"
+            )
         self.report.records = dict(self.counts)
         if self.progress is not None:
             users = len(self.report.users)

@@ -18,10 +18,13 @@ import httpx
 
 from memstack.core import errors
 from memstack.core.errors import (
+    LAYERS,
     Conflict,
     Forbidden,
+    Layer,
     MemstackError,
     NotFound,
+    StoreError,
     StoreUnavailable,
     Unauthorized,
     ValidationError,
@@ -204,6 +207,19 @@ def exception_named(name: object) -> type[MemstackError] | None:
     return None
 
 
+def served_layer(detail: str) -> Layer | None:
+    """The layer a store error's detail names: the server says only ``<layer> unavailable``
+    or ``<layer> error; …`` (memstack.server.http.errors), never the message."""
+    return next(
+        (
+            layer
+            for layer in LAYERS
+            if detail == f"{layer} unavailable" or detail.startswith(f"{layer} error;")
+        ),
+        None,
+    )
+
+
 def error_of(response: httpx.Response) -> MemstackError:
     """The server's ``{"error", "detail"}`` as the exception the library raised."""
     try:
@@ -213,10 +229,16 @@ def error_of(response: httpx.Response) -> MemstackError:
         name, detail = None, response.text[:300] or response.reason_phrase
     known = exception_named(name)
     if known is not None:
+        if issubclass(known, StoreError) and (layer := served_layer(detail)) is not None:
+            return known(detail, layer=layer)
         return known(detail)
     # Not the library's: say what came back, as the class its status means.
     label = f"HTTP {response.status_code}" + (f" {name}" if isinstance(name, str) else "")
-    return BY_STATUS.get(response.status_code, MemstackError)(f"{label}: {detail}")
+    cls = BY_STATUS.get(response.status_code, MemstackError)
+    if issubclass(cls, StoreError):
+        # A gateway's answer, not memstack's: what failed is the server behind it.
+        return cls(f"{label}: {detail}", layer="server")
+    return cls(f"{label}: {detail}")
 
 
 def outcome(c: Call[T], response: httpx.Response) -> T:
@@ -243,7 +265,8 @@ def unreachable(base_url: httpx.URL, c: Call[Any], exc: httpx.TransportError) ->
         else "could not be reached"
     )
     return StoreUnavailable(
-        f"memstack server at {base_url} {what} ({c.method} {c.path}): {type(exc).__name__}: {exc}"
+        f"memstack server at {base_url} {what} ({c.method} {c.path}): {type(exc).__name__}: {exc}",
+        layer="server",
     )
 
 

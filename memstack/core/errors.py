@@ -1,10 +1,29 @@
 """The one exception tree of memstack.
 
 Errors of Redis, SQLAlchemy, Chroma and Qdrant are turned into these at the boundary
-(``raise StoreUnavailable(...) from exc``) so callers catch one family.
+(``raise StoreUnavailable(..., layer="redis") from exc``) so callers catch one family;
+the ``layer`` is all the HTTP API tells a client of a store error.
 """
 
 from __future__ import annotations
+
+from typing import Literal, get_args
+
+# Which part of memstack failed: the HTTP API tells a client only this, never the
+# message, which can carry SQL, paths and addresses. "server" is the memstack server as
+# seen by a client; "store" is any other or more than one.
+Layer = Literal[
+    "redis",
+    "database",
+    "vector store",
+    "ingest journal",
+    "embedder",
+    "model",
+    "knowledge base",
+    "server",
+    "store",
+]
+LAYERS: tuple[Layer, ...] = get_args(Layer)
 
 
 class MemstackError(Exception):
@@ -38,7 +57,13 @@ class Conflict(ValidationError):
 
 
 class StoreError(MemstackError):
-    """A backing store failed."""
+    """A backing store failed; ``layer`` names which one, set where it is raised."""
+
+    def __init__(self, message: str = "", *, layer: Layer = "store") -> None:
+        super().__init__(message)
+        # An attribute, not an argument, so pickling (which replays ``args`` and then
+        # restores ``__dict__``) keeps it.
+        self.layer: Layer = layer
 
 
 class StoreUnavailable(StoreError):
@@ -51,6 +76,9 @@ class ModelUnavailable(StoreUnavailable):
     A kind of :class:`StoreUnavailable` because, like a store that is down, it is no
     fault of the data: the worker keeps the jobs pending instead of dead-lettering them.
     """
+
+    def __init__(self, message: str = "", *, layer: Layer = "model") -> None:
+        super().__init__(message, layer=layer)
 
 
 class SchemaMismatch(StoreError):

@@ -72,7 +72,7 @@ def _db_error(exc: SQLAlchemyError) -> StoreUnavailable:
     # (the document's text and title), and messages reach API clients. The chained
     # exception keeps it for logs.
     cause = type(getattr(exc, "orig", None) or exc).__name__
-    return StoreUnavailable(f"database (knowledge-base registry): {cause}")
+    return StoreUnavailable(f"database (knowledge-base registry): {cause}", layer="database")
 
 
 def registry_collection(settings: Settings) -> str:
@@ -283,7 +283,10 @@ class KnowledgeBase:
         if vectors is None:
             vectors = await self.embedder.embed(chunks)
         if len(vectors) != len(chunks):
-            raise StoreError(f"embedder returned {len(vectors)} vectors for {len(chunks)} chunks")
+            raise StoreError(
+                f"embedder returned {len(vectors)} vectors for {len(chunks)} chunks",
+                layer="embedder",
+            )
         records = [
             VectorRecord(
                 id=self._vector_id(doc_id, idx),

@@ -291,7 +291,7 @@ class KnowledgeCache:
         try:
             return int(await self.redis.ttl(self.keys.knowledge(user_id, session_id)))
         except REDIS_ERRORS as exc:
-            raise StoreUnavailable(f"Redis: {exc}") from exc
+            raise StoreUnavailable(f"Redis: {exc}", layer="redis") from exc
 
     async def clear(self, user_id: str, session_id: str) -> None:
         """Drop the session's Level 1."""
@@ -299,7 +299,7 @@ class KnowledgeCache:
         try:
             await self.redis.delete(self.keys.knowledge(user_id, session_id))
         except REDIS_ERRORS as exc:
-            raise StoreUnavailable(f"Redis: {exc}") from exc
+            raise StoreUnavailable(f"Redis: {exc}", layer="redis") from exc
 
     # --- steps -------------------------------------------------------------------------
     async def _level2(self, message: str) -> tuple[list[KnowledgeItem], str | None]:
@@ -336,7 +336,7 @@ class KnowledgeCache:
         try:
             raw = await self.redis.get(self.keys.knowledge(user_id, session_id))
         except REDIS_ERRORS as exc:
-            raise StoreUnavailable(f"Redis: {exc}") from exc
+            raise StoreUnavailable(f"Redis: {exc}", layer="redis") from exc
         return self._parse(session_id, raw)
 
     async def _settle(self, user_id: str, session_id: str) -> None:

@@ -54,7 +54,8 @@ async def reembed(
         if texts is None:
             raise StoreError(
                 f"document {doc.doc_id!r} of knowledge base {doc.namespace!r} has lost "
-                "chunks; remove it (memstack kb remove) and add it again, then reindex"
+                "chunks; remove it (memstack kb remove) and add it again, then reindex",
+                layer="knowledge base",
             )
         chunks.append(texts)
     vectors: list[Sequence[Sequence[float]]] = [await embedder.embed(c) for c in chunks]

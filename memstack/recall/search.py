@@ -55,7 +55,8 @@ async def _gather(recall: Recall, g: _Gathered, user_id: str, query: str, pool: 
         guarded(g, "vector", dense, None, timeout), guarded(g, "lexical", lexical, None, timeout)
     )
     if "vector" in g.degraded and "lexical" in g.degraded:
-        raise StoreUnavailable(f"search: no channel answered: {g.degraded}")
+        # Both the vector store and the database failed: no one layer to name.
+        raise StoreUnavailable(f"search: no channel answered: {g.degraded}", layer="store")
     return req
 
 

@@ -66,12 +66,14 @@ async def reach(redis: Redis, settings: Settings) -> None:
         await redis.ping()
     except Exception as exc:
         url = settings.redis_url or "the embedded Redis"
-        raise StoreUnavailable(unreachable("Redis", "MEMSTACK_REDIS_URL", url, exc)) from exc
+        raise StoreUnavailable(
+            unreachable("Redis", "MEMSTACK_REDIS_URL", url, exc), layer="redis"
+        ) from exc
 
 
 async def redis_info(redis: Redis) -> dict[str, Any]:
     try:
         info: dict[str, Any] = await redis.info("server")
     except REDIS_ERRORS as exc:
-        raise StoreUnavailable(f"Redis unreachable: {exc}") from exc
+        raise StoreUnavailable(f"Redis unreachable: {exc}", layer="redis") from exc
     return info

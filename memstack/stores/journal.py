@@ -41,14 +41,16 @@ class Journal:
             self._db.execute("PRAGMA busy_timeout=5000")
             self._db.execute(_SCHEMA)
         except sqlite3.Error as exc:
-            raise StoreUnavailable(f"ingest journal {path}: {exc}") from exc
+            raise StoreUnavailable(f"ingest journal {path}: {exc}", layer="ingest journal") from exc
         self.path = path
 
     def _run(self, sql: str, params: Iterable[object] = ()) -> sqlite3.Cursor:
         try:
             return self._db.execute(sql, tuple(params))
         except sqlite3.Error as exc:
-            raise StoreUnavailable(f"ingest journal {self.path}: {exc}") from exc
+            raise StoreUnavailable(
+                f"ingest journal {self.path}: {exc}", layer="ingest journal"
+            ) from exc
 
     def add(self, fields: Mapping[str, str]) -> None:
         self._run(

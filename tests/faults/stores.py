@@ -209,10 +209,12 @@ async def backlog(mem: AsyncMemory) -> int:
             if "NOGROUP" not in str(exc):
                 raise
             if length:
-                raise StoreUnavailable(f"{length} jobs wait, no consumer group: {exc}") from exc
+                raise StoreUnavailable(
+                    f"{length} jobs wait, no consumer group: {exc}", layer="redis"
+                ) from exc
             return 0
     except RedisError as exc:
-        raise StoreUnavailable(f"Redis: {exc}") from exc
+        raise StoreUnavailable(f"Redis: {exc}", layer="redis") from exc
     return max(length, int(info["pending"]))
 
 

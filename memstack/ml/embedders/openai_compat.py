@@ -74,21 +74,24 @@ class OpenAIEmbedder:
             )
         except openai.OpenAIError as exc:
             raise StoreUnavailable(
-                f"embeddings endpoint {self._base_url} failed for {self.model}: {exc}"
+                f"embeddings endpoint {self._base_url} failed for {self.model}: {exc}",
+                layer="embedder",
             ) from exc
         # The spec lets servers return items out of order; `index` says where each goes.
         items = sorted(response.data, key=lambda item: item.index)
         if len(items) != len(texts):
             raise StoreError(
                 f"embeddings endpoint {self._base_url} returned {len(items)} vectors "
-                f"for {len(texts)} texts"
+                f"for {len(texts)} texts",
+                layer="embedder",
             )
         vectors = [l2_normalise(item.embedding) for item in items]
         dims = {len(v) for v in vectors}
         if len(dims) != 1 or (self._dim is not None and dims != {self._dim}):
             raise StoreError(
                 f"embeddings endpoint {self._base_url} returned dimensions {sorted(dims)}, "
-                f"expected {self._dim or 'one dimension'}"
+                f"expected {self._dim or 'one dimension'}",
+                layer="embedder",
             )
         self._dim = dims.pop()
         return vectors

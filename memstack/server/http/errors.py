@@ -28,8 +28,8 @@ from memstack.core.errors import (
     Forbidden,
     InvalidContent,
     InvalidId,
+    Layer,
     MemstackError,
-    ModelUnavailable,
     NotFound,
     SchemaMismatch,
     StoreError,
@@ -61,15 +61,6 @@ UNWRAPPED_OUTAGES = (
     InterfaceError,
     PoolTimeout,
 )
-# A store error's message starts with its store (errors.py); the client sees only the layer.
-LAYER_OF_MESSAGE = (
-    ("redis", "redis"),
-    ("database", "database"),
-    ("chroma", "vector store"),
-    ("qdrant", "vector store"),
-    ("ingest journal", "ingest journal"),
-    ("embeddings endpoint", "embedder"),
-)
 HTTP_ERROR_NAMES = {
     400: "ValidationError",
     401: "Unauthorized",
@@ -87,20 +78,20 @@ def _error(
     )
 
 
-def layer_of(exc: BaseException) -> str:
+def layer_of(exc: BaseException) -> Layer:
     """The layer a store error belongs to, named without its address or text."""
-    if isinstance(exc, ModelUnavailable):
-        return "model"
+    if isinstance(exc, StoreError):
+        return exc.layer
+    # A driver's error that escaped its store's wrapping: its type says which store.
     if isinstance(exc, RedisError):
         return "redis"
     if isinstance(exc, SQLAlchemyError):
         return "database"
-    message = str(exc).lower()
-    return next(
-        (layer for prefix, layer in LAYER_OF_MESSAGE if message.startswith(prefix)), "store"
-    )
+    return "store"
 
 
+# memstack.client reads the layer back from these details (``served_layer``): keep their
+# shape, ``<layer> unavailable`` and ``<layer> error; …``.
 async def _memstack_error(_: Request, exc: Exception) -> Response:
     status = next((code for cls, code in STATUS_OF if isinstance(exc, cls)), 500)
     name = type(exc).__name__

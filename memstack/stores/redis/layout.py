@@ -83,12 +83,13 @@ async def _check_cluster(redis: Redis, keys: Keys) -> None:
             return
         held = _text(await redis.get(keys.layout()) or b"")
     except REDIS_ERRORS as exc:
-        raise StoreUnavailable(f"Redis: {exc}") from exc
+        raise StoreUnavailable(f"Redis: {exc}", layer="redis") from exc
     if held != want:
         raise SchemaMismatch(
             f"Redis Cluster holds memstack keys in layout {held!r} under prefix "
             f"{keys.prefix!r}, this process expects {want!r}: set MEMSTACK_INGEST_SHARDS back "
-            "to the count the data was written with (changing it is not supported)"
+            "to the count the data was written with (changing it is not supported)",
+            layer="redis",
         )
 
 
@@ -116,7 +117,7 @@ async def upgrade(redis: Redis, keys: Keys) -> int:
                 moved += 1
         await redis.set(keys.layout(), LAYOUT_VERSION)
     except REDIS_ERRORS as exc:
-        raise StoreUnavailable(f"Redis: {exc}") from exc
+        raise StoreUnavailable(f"Redis: {exc}", layer="redis") from exc
     if moved:
         log.info("moved %d Redis keys to the user-scoped session layout", moved)
     return moved
@@ -136,11 +137,12 @@ async def check(redis: Redis, keys: Keys, *, migrate: bool) -> None:
             await redis.set(keys.layout(), LAYOUT_VERSION)
             return
     except REDIS_ERRORS as exc:
-        raise StoreUnavailable(f"Redis: {exc}") from exc
+        raise StoreUnavailable(f"Redis: {exc}", layer="redis") from exc
     if migrate:
         await upgrade(redis, keys)
         return
     raise SchemaMismatch(
         f"Redis holds {len(legacy)} session(s) in the old key layout (sessions not yet "
-        "scoped by user): run `memstack db upgrade`"
+        "scoped by user): run `memstack db upgrade`",
+        layer="redis",
     )

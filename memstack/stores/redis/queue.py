@@ -98,9 +98,9 @@ class IngestQueue:
                 await self.redis.xgroup_create(stream, GROUP, id="0", mkstream=True)
             except ResponseError as exc:
                 if "BUSYGROUP" not in str(exc):
-                    raise StoreUnavailable(f"Redis: {exc}") from exc
+                    raise StoreUnavailable(f"Redis: {exc}", layer="redis") from exc
             except REDIS_ERRORS as exc:
-                raise StoreUnavailable(f"Redis: {exc}") from exc
+                raise StoreUnavailable(f"Redis: {exc}", layer="redis") from exc
         self._group_ready = True
 
     async def read(self, consumer: str, count: int, block_ms: int | None = None) -> list[Job]:
@@ -167,7 +167,7 @@ class IngestQueue:
                     entries += items
             deliveries = await self._deliveries(stream, consumer, [text_of(e[0]) for e in entries])
         except REDIS_ERRORS as exc:
-            raise StoreUnavailable(f"Redis: {exc}") from exc
+            raise StoreUnavailable(f"Redis: {exc}", layer="redis") from exc
         return [
             Job(
                 text_of(eid),
@@ -248,7 +248,7 @@ class IngestQueue:
                 stream = self.keys.session_stream(job["user_id"], job["session_id"])
                 await self.redis.xadd(stream, job)  # type: ignore[arg-type]
         except REDIS_ERRORS as exc:
-            raise StoreUnavailable(f"Redis: {exc}") from exc
+            raise StoreUnavailable(f"Redis: {exc}", layer="redis") from exc
         if missing:
             log.info("queued %d journaled ingest jobs again", len(missing))
         return len(missing)
@@ -272,7 +272,7 @@ class IngestQueue:
                 pipe.xdel(stream, *entry_ids)
                 await pipe.execute()
         except REDIS_ERRORS as exc:
-            raise StoreUnavailable(f"Redis: {exc}") from exc
+            raise StoreUnavailable(f"Redis: {exc}", layer="redis") from exc
         for eid in entry_ids:
             self.last_errors.pop(eid, None)
 
@@ -296,7 +296,7 @@ class IngestQueue:
                 pipe.xdel(stream, job.entry_id)
                 await pipe.execute()
         except REDIS_ERRORS as exc:
-            raise StoreUnavailable(f"Redis: {exc}") from exc
+            raise StoreUnavailable(f"Redis: {exc}", layer="redis") from exc
         self.last_errors.pop(job.entry_id, None)
 
     async def dead_letters(self, count: int = 100) -> list[DeadLetter]:
@@ -312,7 +312,7 @@ class IngestQueue:
                     )
                     out.append((entry_order(text_of(eid))[0], letter))
         except REDIS_ERRORS as exc:
-            raise StoreUnavailable(f"Redis: {exc}") from exc
+            raise StoreUnavailable(f"Redis: {exc}", layer="redis") from exc
         out.sort(key=lambda pair: pair[0])
         return [letter for _at, letter in out[:count]]
 
@@ -330,7 +330,7 @@ class IngestQueue:
                         await pipe.execute()
                 moved += len(rows)
         except REDIS_ERRORS as exc:
-            raise StoreUnavailable(f"Redis: {exc}") from exc
+            raise StoreUnavailable(f"Redis: {exc}", layer="redis") from exc
         return moved
 
     async def drop_user_jobs(self, user_id: str, *, accepted_until: datetime) -> int:
@@ -360,7 +360,7 @@ class IngestQueue:
                 if dead_jobs:
                     await self.redis.xdel(dead, *(j.entry_id for j in dead_jobs))
             except REDIS_ERRORS as exc:
-                raise StoreUnavailable(f"Redis: {exc}") from exc
+                raise StoreUnavailable(f"Redis: {exc}", layer="redis") from exc
             if self.journal is not None:
                 self.journal.remove(j.fields.get("msg_id", "") for j in dead_jobs)
             dropped += len(queued) + len(dead_jobs)
@@ -386,7 +386,7 @@ class IngestQueue:
                         except ValidationError:
                             continue
         except REDIS_ERRORS as exc:
-            raise StoreUnavailable(f"Redis: {exc}") from exc
+            raise StoreUnavailable(f"Redis: {exc}", layer="redis") from exc
         return None
 
     async def _jobs_of(
@@ -419,5 +419,5 @@ class IngestQueue:
                 backlog = await self.redis.xlen(stream)
                 total += max(int(info["pending"]), int(backlog))
         except REDIS_ERRORS as exc:
-            raise StoreUnavailable(f"Redis: {exc}") from exc
+            raise StoreUnavailable(f"Redis: {exc}", layer="redis") from exc
         return total

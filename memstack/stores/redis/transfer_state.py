@@ -56,7 +56,7 @@ async def state_sessions(
             if pair is not None and (user_id is None or pair[0] == user_id):
                 found.add(pair)
     except REDIS_ERRORS as exc:
-        raise StoreUnavailable(f"Redis: {exc}") from exc
+        raise StoreUnavailable(f"Redis: {exc}", layer="redis") from exc
     return sorted(found)
 
 
@@ -71,7 +71,7 @@ async def mark_windows_incomplete(
                 pipe.hdel(working.keys.state(user_id, session_id), COMPLETE_FIELD)
             await pipe.execute()
     except REDIS_ERRORS as exc:
-        raise StoreUnavailable(f"Redis: {exc}") from exc
+        raise StoreUnavailable(f"Redis: {exc}", layer="redis") from exc
 
 
 async def restore_counters(
@@ -93,4 +93,4 @@ async def restore_counters(
             args=[working.settings.state_ttl_s, turns, last_msg_id or "", at_ms],
         )
     except REDIS_ERRORS as exc:
-        raise StoreUnavailable(f"Redis: {exc}") from exc
+        raise StoreUnavailable(f"Redis: {exc}", layer="redis") from exc

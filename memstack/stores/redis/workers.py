@@ -28,7 +28,7 @@ from memstack.stores.redis.keys import Keys
 
 
 def _wrap(exc: Exception) -> StoreUnavailable:
-    return StoreUnavailable(f"Redis: {exc}")
+    return StoreUnavailable(f"Redis: {exc}", layer="redis")
 
 
 async def beat(redis: Redis, keys: Keys, worker_id: str, ttl_s: float) -> None:

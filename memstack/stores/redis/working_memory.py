@@ -85,7 +85,7 @@ def _wrap(exc: Exception) -> Exception:
             "this msg_id was already used in this session for another message; "
             "nothing was written (a retry must resend the same role, name and content)"
         )
-    return StoreUnavailable(f"Redis: {exc}")
+    return StoreUnavailable(f"Redis: {exc}", layer="redis")
 
 
 class WorkingMemory:

@@ -50,9 +50,11 @@ async def guarded(what: str) -> AsyncIterator[None]:
     # Only the class name goes into the message: a driver's text can carry connection
     # parameters, and messages reach API clients. The chained exception keeps it for logs.
     except (OperationalError, InterfaceError, PoolTimeout, OSError) as exc:
-        raise StoreUnavailable(f"database unavailable ({what}): {_cause(exc)}") from exc
+        raise StoreUnavailable(
+            f"database unavailable ({what}): {_cause(exc)}", layer="database"
+        ) from exc
     except SQLAlchemyError as exc:
-        raise StoreError(f"database error ({what}): {_cause(exc)}") from exc
+        raise StoreError(f"database error ({what}): {_cause(exc)}", layer="database") from exc
 
 
 def _cause(exc: BaseException) -> str:
@@ -131,7 +133,7 @@ def upgrade(settings: Settings, revision: str = "head") -> None:
     except (OperationalError, InterfaceError) as exc:
         raise unavailable(settings, exc) from exc
     except SQLAlchemyError as exc:
-        raise StoreUnavailable(f"database: {exc}") from exc
+        raise StoreUnavailable(f"database: {exc}", layer="database") from exc
 
 
 def unavailable(settings: Settings, exc: BaseException) -> StoreUnavailable:
@@ -141,7 +143,9 @@ def unavailable(settings: Settings, exc: BaseException) -> StoreUnavailable:
         url = settings.database_url
     else:
         service, url = "SQLite", sync_url(settings)
-    return StoreUnavailable(unreachable(service, "MEMSTACK_DATABASE_URL", url, exc))
+    return StoreUnavailable(
+        unreachable(service, "MEMSTACK_DATABASE_URL", url, exc), layer="database"
+    )
 
 
 def head_revision() -> str | None:
@@ -168,12 +172,13 @@ async def prepare(engine: AsyncEngine, settings: Settings) -> None:
     except (OperationalError, InterfaceError, OSError) as exc:
         raise unavailable(settings, exc) from exc
     except SQLAlchemyError as exc:
-        raise StoreUnavailable(f"database unreachable: {exc}") from exc
+        raise StoreUnavailable(f"database unreachable: {exc}", layer="database") from exc
     head = head_revision()
     if current != head:
         raise SchemaMismatch(
             f"database schema is at {current or 'nothing'}, this memstack needs {head}: "
-            "run `memstack db upgrade` (or set MEMSTACK_AUTO_MIGRATE=true)"
+            "run `memstack db upgrade` (or set MEMSTACK_AUTO_MIGRATE=true)",
+            layer="database",
         )
 
 

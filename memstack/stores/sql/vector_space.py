@@ -52,4 +52,4 @@ async def settle(
             return name
         except IntegrityError:
             continue  # another process recorded it between the read and the write: read it
-    raise StoreError(f"no embedder could be recorded for {deployment!r}")
+    raise StoreError(f"no embedder could be recorded for {deployment!r}", layer="database")

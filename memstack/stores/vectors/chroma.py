@@ -235,7 +235,8 @@ class ChromaStore:
         elif isinstance(recorded, bool) or not isinstance(recorded, int) or recorded < 1:
             raise SchemaMismatch(
                 f"collection {self.collection_name!r} records {recorded!r} shards; "
-                "run `memstack reindex` to rebuild it"
+                "run `memstack reindex` to rebuild it",
+                layer="vector store",
             )
         else:
             layout, key = recorded, meta.get(SHARD_KEY_KEY)
@@ -253,7 +254,8 @@ class ChromaStore:
             if not isinstance(key, str) or not key:
                 raise SchemaMismatch(
                     f"collection {self.collection_name!r} records {layout} shards but no "
-                    "shard key; run `memstack reindex` to rebuild it"
+                    "shard key; run `memstack reindex` to rebuild it",
+                    layer="vector store",
                 )
             if self.shard_key is not None and key != self.shard_key:
                 raise ConfigError(
@@ -289,7 +291,9 @@ class ChromaStore:
             if shard is None:
                 if layout.closed:
                     raise StoreError(
-                        f"collection {self.collection_name!r} was dropped or closed during the call"
+                        f"collection {self.collection_name!r} was dropped or closed during "
+                        "the call",
+                        layer="vector store",
                     )
                 name = shard_name(self.collection_name, index, layout.count)
                 collection = self._collection(name, {}, create=create)

@@ -34,8 +34,8 @@ async def in_thread(
         raise
     except Exception as exc:
         if unreachable(exc):
-            raise StoreUnavailable(f"{where}: cannot {what}: {exc}") from exc
-        raise StoreError(f"{where}: {what} failed: {exc}") from exc
+            raise StoreUnavailable(f"{where}: cannot {what}: {exc}", layer="vector store") from exc
+        raise StoreError(f"{where}: {what} failed: {exc}", layer="vector store") from exc
 
 
 _META_TYPES = (str, int, float, bool)
@@ -105,5 +105,6 @@ def check_schema(
         f"collection {collection!r} holds vectors of {found_version!r} (dim {found_dim}), "
         f"but the embedder is {model_version!r} (dim {dim}); run `memstack reindex` "
         "to rebuild it with the current embedder, or set MEMSTACK_EMBEDDER back to the "
-        "one that wrote it"
+        "one that wrote it",
+        layer="vector store",
     )

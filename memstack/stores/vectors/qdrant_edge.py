@@ -145,7 +145,9 @@ class QdrantEdgeStore:
         try:
             meta = json.loads(meta_file.read_text())
         except (OSError, ValueError) as exc:
-            raise StoreError(f"qdrant-edge {self._folder}: unreadable {META_FILE}") from exc
+            raise StoreError(
+                f"qdrant-edge {self._folder}: unreadable {META_FILE}", layer="vector store"
+            ) from exc
         check_schema(
             self.collection_name,
             found_version=meta.get("model_version"),
