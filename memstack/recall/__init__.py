@@ -34,12 +34,10 @@ Modules, in the order a call uses them:
 messages without filters, budgets or assembly.
 """
 
-from memstack.recall.candidates import _hit_msg_ids, _unit_head, _with_preview
-from memstack.recall.filters import MIN_OTHER_TERMS, _outdated
-from memstack.recall.gather import KnowledgeProvider, _Gathered
+from memstack.recall.filters import MIN_OTHER_TERMS
+from memstack.recall.gather import KnowledgeProvider
 from memstack.recall.hits import HIT_FLUSH_S
 from memstack.recall.pipeline import MIN_POOL, POOL_TOKENS, Recall
-from memstack.recall.request import _epoch_s
 
 __all__ = [
     "HIT_FLUSH_S",
@@ -48,10 +46,4 @@ __all__ = [
     "POOL_TOKENS",
     "KnowledgeProvider",
     "Recall",
-    "_Gathered",
-    "_epoch_s",
-    "_hit_msg_ids",
-    "_outdated",
-    "_unit_head",
-    "_with_preview",
 ]

@@ -37,7 +37,7 @@ def _unit_head(vector_id: str) -> str | None:
     return head if head and idx.isdigit() else None
 
 
-def _hit_msg_ids(
+def hit_msg_ids(
     hit: VectorHit, rows: Mapping[str, LedgerRow], units: Units | None
 ) -> tuple[str, ...] | None:
     """The messages a hit covers: from its metadata when the search returned it, else
@@ -96,7 +96,7 @@ class _Collector:
         rank = 0
         seen_msgs: set[str] = set()
         for hit in hits:
-            ids = _hit_msg_ids(hit, self.rows, self.units)
+            ids = hit_msg_ids(hit, self.rows, self.units)
             if ids is None:
                 # An ids-only hit without a ledger row of this user: a summary (it
                 # quotes no message), or a message deleted since.
