@@ -116,14 +116,16 @@ def browser(server: str) -> Iterator[Any]:
 
 def click(browser: Any, css: str) -> None:
     """Click and wait for the page it leads to: a click returns before the next page loads."""
-    from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.wait import WebDriverWait
 
-    page = browser.find_element("tag name", "html")
+    # A mark on the old page's window, gone once the next page replaces it. Not an
+    # element's staleness: Chromium 156 answers a query on a node of the old page with
+    # an "unhandled inspector error" instead of a stale-element error.
+    browser.execute_script("window.__leaving = true")
     browser.find_element("css selector", css).click()
-    wait = WebDriverWait(browser, WAIT_S)
-    wait.until(expected_conditions.staleness_of(page))
-    wait.until(lambda b: b.execute_script("return document.readyState") == "complete")
+    WebDriverWait(browser, WAIT_S).until(
+        lambda b: b.execute_script("return !window.__leaving && document.readyState === 'complete'")
+    )
 
 
 def shot(browser: Any, name: str) -> None:
