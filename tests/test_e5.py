@@ -69,6 +69,20 @@ async def test_e5_queries_and_stored_texts_are_embedded_apart(e5: E5SmallEmbedde
     assert batched == alone
 
 
+async def test_e5_queries_run_on_one_engine_thread_with_the_same_vectors(
+    e5: E5SmallEmbedder,
+) -> None:
+    """A query runs on a query thread whose engine uses one OpenMP thread (no wait on a
+    second core), and comes out as it does on the engine's every thread."""
+    [on_query_thread] = await e5.embed_queries([MEMORIES[2]])
+    model = e5._model()
+    assert e5._query_threads is not None
+    threads = e5._query_threads.submit(model._lib.omp_get_max_threads).result()
+    assert threads == 1
+    everywhere = model.encode([MEMORIES[2]], is_query=True)[0].tolist()
+    assert max(abs(a - b) for a, b in zip(on_query_thread, everywhere, strict=True)) < 1e-5
+
+
 def test_e5_refuses_other_weights(tmp_path: Path) -> None:
     (tmp_path / "e5-small-q4.bin").write_bytes(b"not the weights")
     with pytest.raises(ModelUnavailable, match="not the e5-small weights"):

