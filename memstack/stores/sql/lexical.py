@@ -15,6 +15,7 @@ Every query carries ``user_id``: no path of this module can read another user's 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -22,7 +23,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, literal, select, union_all
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Float,
+    String,
+    bindparam,
+    func,
+    select,
+    union_all,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memstack.core.ids import validate_id
@@ -79,22 +89,31 @@ def bm25(
     return scores
 
 
-def _statement(user_id: str, weights: Mapping[str, float], avgdl: float, limit: int) -> Any:
+@functools.lru_cache(maxsize=64)
+def _statement(n_terms: int) -> Any:
     """The ``limit`` messages whose read postings score highest, best first, newest
-    first among equals. Each term contributes its top postings by impact, scored by
-    BM25 with its weight × idf (``weights``) and the user's mean length ``avgdl``."""
-    norm = K1 * (1.0 - B) + (K1 * B / avgdl) * TermRow.length
+    first among equals. Term ``i`` (``t{i}``) contributes its top postings by impact,
+    scored by BM25 with its weight × idf × (k1 + 1) (``w{i}``) and ``norm_per_term`` =
+    k1·b / the user's mean length.
+
+    Made once per number of terms, with every value a parameter: building the
+    statement costs more CPU than PostgreSQL takes to run it, and one shape per term
+    count is also what SQLAlchemy's compiled cache keys on."""
+    user: BindParameter[str] = bindparam("user_id", type_=String)
+    norm: ColumnElement[float] = (
+        K1 * (1.0 - B) + bindparam("norm_per_term", type_=Float) * TermRow.length
+    )
     per_term = [
         select(
             TermRow.msg_id,
             TermRow.created_at,
-            (literal(w * (K1 + 1.0)) * TermRow.tf / (TermRow.tf + norm)).label("s"),
+            (bindparam(f"w{i}", type_=Float) * TermRow.tf / (TermRow.tf + norm)).label("s"),
         )
-        .where(TermRow.user_id == user_id, TermRow.term == term)
+        .where(TermRow.user_id == user, TermRow.term == bindparam(f"t{i}", type_=String))
         .order_by(TermRow.impact.desc(), TermRow.created_at.desc())
         .limit(POSTINGS_PER_TERM)
         .subquery()
-        for term, w in weights.items()
+        for i in range(n_terms)
     ]
     parts = union_all(*(select(p.c.msg_id, p.c.created_at, p.c.s) for p in per_term)).subquery()
     score = func.sum(parts.c.s).label("score")
@@ -102,15 +121,24 @@ def _statement(user_id: str, weights: Mapping[str, float], avgdl: float, limit: 
         select(parts.c.msg_id, score)
         .group_by(parts.c.msg_id, parts.c.created_at)
         .order_by(score.desc(), parts.c.created_at.desc(), parts.c.msg_id)
-        .limit(limit)
+        .limit(bindparam("limit"))
         .subquery()
     )
     return (
         select(*_ROW_COLUMNS, best.c.score)
         .join(best, best.c.msg_id == MessageRow.msg_id)
-        .where(MessageRow.user_id == user_id)
+        .where(MessageRow.user_id == user)
         .order_by(best.c.score.desc(), MessageRow.created_at.desc(), MessageRow.msg_id)
     )
+
+
+def _parameters(
+    user_id: str, weights: Mapping[str, float], avgdl: float, limit: int
+) -> dict[str, Any]:
+    params: dict[str, Any] = {"user_id": user_id, "norm_per_term": K1 * B / avgdl, "limit": limit}
+    for i, (term, w) in enumerate(weights.items()):
+        params[f"t{i}"], params[f"w{i}"] = term, w * (K1 + 1.0)
+    return params
 
 
 _ROW_COLUMNS = (
@@ -138,7 +166,10 @@ async def search(
     # measure of how much of the question a hit matches (a term the user never wrote
     # counts at the idf of a term no message holds).
     ideal = sum(w * idf(n_docs, df.get(t, 0)) for t, w in terms.items())
-    rows = await session.execute(_statement(user_id, present, total_terms / n_docs or 1.0, limit))
+    avgdl = total_terms / n_docs or 1.0
+    rows = await session.execute(
+        _statement(len(present)), _parameters(user_id, present, avgdl, limit)
+    )
     return [
         LexicalHit(
             r.msg_id,
