@@ -1,6 +1,6 @@
-"""How AsyncMemory's parts are built from settings: Redis and SQL at open; the ingest
-worker and the two vector stores (semantic memory, knowledge base) on first use; the
-store probes behind ``health()``.
+"""How a deployment's parts are built from settings: Redis and SQL at open; the ingest
+worker and the two vector stores (semantic memory, knowledge base) on first use, which
+:class:`memstack.parts.Stores` holds.
 
 The vector stores are returned unopened: they connect and check their collection on first
 use (or on ``await store.ensure_open()``), so a store that is down at start degrades
@@ -9,9 +9,6 @@ one layer instead of stopping the process.
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Literal
 
 from redis.asyncio import Redis
@@ -23,7 +20,6 @@ from memstack.ingest.pipeline import Ingestor
 from memstack.ingest.summaries import SessionSummaries
 from memstack.ingest.summarisers import build_summariser
 from memstack.ingest.worker import Worker
-from memstack.knowledge.base import KnowledgeBase
 from memstack.ml.embedders import Embedder, resolve_dim
 from memstack.stores import home
 from memstack.stores.connect import create_redis, reach
@@ -34,12 +30,9 @@ from memstack.stores.redis.queue import IngestQueue
 from memstack.stores.redis.working_memory import WorkingMemory
 from memstack.stores.sql import db, vector_space
 from memstack.stores.vectors.base import VectorStore
-from memstack.types import StoreStatus as StoreStatus
 
 if TYPE_CHECKING:
     from memstack.core.settings import Settings
-
-log = logging.getLogger("memstack.wiring")
 
 
 async def connect(settings: Settings) -> tuple[Settings, Redis, AsyncEngine, Journal | None]:
@@ -126,53 +119,6 @@ async def settle_embedder(
         async with sessions() as s:
             name, _ = await vector_space.lookup(s, settings.key_prefix, new=new, legacy=legacy)
     return settings if explicit else settings.with_embedder(name)
-
-
-async def _probe(name: str, probe: Callable[[], Awaitable[str]], timeout_s: float) -> StoreStatus:
-    try:
-        return StoreStatus(ok=True, detail=await asyncio.wait_for(probe(), timeout_s))
-    except TimeoutError:
-        return StoreStatus(ok=False, detail=f"no answer within {timeout_s} s")
-    except Exception as exc:
-        # The error names hosts, ports and URLs: the log has it, the probe's answer not.
-        log.warning("health probe of %s failed: %s: %s", name, type(exc).__name__, exc)
-        return StoreStatus(ok=False, detail=f"unavailable ({type(exc).__name__})")
-
-
-async def probe_stores(
-    settings: Settings,
-    redis: Redis,
-    engine: AsyncEngine,
-    vectors: Callable[[], Awaitable[VectorStore]],
-    knowledge_base: Callable[[], Awaitable[KnowledgeBase]],
-) -> dict[str, StoreStatus]:
-    """Each store probed once, all at once, each within ``store_timeout_s``."""
-
-    async def redis_probe() -> str:
-        await redis.ping()
-        return "ping ok" + (" (embedded)" if settings.embedded_redis else "")
-
-    async def database() -> str:
-        await db.ping(engine)
-        return f"{engine.dialect.name} ok"
-
-    async def vector_count() -> str:
-        return f"{await (await vectors()).count()} vectors"
-
-    async def kb_count() -> str:
-        return f"{await (await knowledge_base()).store.count()} chunks"
-
-    probes: dict[str, Callable[[], Awaitable[str]]] = {
-        "redis": redis_probe,
-        "database": database,
-        "vectors": vector_count,
-    }
-    # Only a configured knowledge-base server is a dependency worth failing a probe for.
-    if settings.kb_url:
-        probes["knowledge_base"] = kb_count
-    timeout_s = settings.store_timeout_s
-    results = await asyncio.gather(*(_probe(n, p, timeout_s) for n, p in probes.items()))
-    return dict(zip(probes, results, strict=True))
 
 
 # Keys of the scope filters (semantic memory: user, session; knowledge base: namespace,

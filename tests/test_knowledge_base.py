@@ -433,7 +433,7 @@ async def test_context_looks_the_registry_up_once(
             result = await mem.context("u1", "s1", "what does T+1 settlement mean?")
             assert result.kept("knowledge") == []
         assert len(lookups) == 1
-        assert mem._kb_store is None  # no knowledge base: nothing opened, nothing searched
+        assert not mem.stores.kb_opened  # no knowledge base: nothing opened, nothing searched
 
         # Another process registers a document: seen once the answer is old.
         async with mem.db_sessions.begin() as s:
@@ -445,11 +445,11 @@ async def test_context_looks_the_registry_up_once(
                 {"c": kb_module.registry_collection(settings), "now": "2026-01-01 00:00:00"},
             )
         await mem.context("u1", "s1", "what does T+1 settlement mean?")
-        assert len(lookups) == 1 and mem._kb_store is None
+        assert len(lookups) == 1 and not mem.stores.kb_opened
         monkeypatch.setattr(kb_module, "PRESENCE_TTL_S", 0.0)
         await mem.context("u1", "s1", "what does T+1 settlement mean?")
         assert len(lookups) == 2
-        assert mem._kb_store is not None  # searched
+        assert mem.stores.kb_opened  # searched
 
 
 class FailingEmbedder(HashingEmbedder):

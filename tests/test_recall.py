@@ -7,6 +7,7 @@ manifest with its reason), so the test would fail without the filter.
 from __future__ import annotations
 
 import asyncio
+import copy
 import random
 import time
 import uuid
@@ -668,16 +669,13 @@ def recall_over(
     vectors: VectorStore | None = None,
     settings: Settings | None = None,
 ) -> Recall:
-    async def store() -> VectorStore:
-        return vectors if vectors is not None else await mem.memory_vectors()
-
-    return Recall(
-        settings or mem.settings,
-        working=working or mem.working,
-        sessions=sessions or mem.db_sessions,
-        embedder=lambda: mem.embedder,
-        vectors=store,
-    )
+    stores = copy.copy(mem.stores)  # mem's own stores and parts, but for those replaced
+    stores.working = working or mem.working
+    if sessions is not None:
+        stores.db_sessions = stores.reads = sessions
+    if vectors is not None:
+        stores._memory_vectors = vectors
+    return Recall(stores, settings=settings)
 
 
 async def test_gather_runs_the_stores_in_parallel(service_mem: AsyncMemory) -> None:

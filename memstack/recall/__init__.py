@@ -35,7 +35,7 @@ messages without filters, budgets or assembly.
 """
 
 from memstack.recall.filters import MIN_OTHER_TERMS
-from memstack.recall.gather import KnowledgeProvider
+from memstack.recall.gather import RecallStores
 from memstack.recall.hits import HIT_FLUSH_S
 from memstack.recall.pipeline import MIN_POOL, POOL_TOKENS, Recall
 
@@ -44,6 +44,6 @@ __all__ = [
     "MIN_OTHER_TERMS",
     "MIN_POOL",
     "POOL_TOKENS",
-    "KnowledgeProvider",
     "Recall",
+    "RecallStores",
 ]

@@ -1,21 +1,26 @@
 """Step 1 of the read path: every store read in parallel, each under its own timeout.
 
-A store that fails or times out leaves its layer empty and named in ``degraded``."""
+A store that fails or times out leaves its layer empty and named in ``degraded``. The
+stores come as one object (:class:`RecallStores`), whose lazily built parts (the
+embedder, the vector store, the knowledge cache) are opened on the first read."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memstack.core import metrics
-from memstack.core.errors import ModelUnavailable, ValidationError
+from memstack.core.errors import ModelUnavailable, StoreUnavailable, ValidationError
 from memstack.core.messages import Message
+from memstack.core.settings import Settings
+from memstack.knowledge.base import has_documents
+from memstack.knowledge.cache import KnowledgeCache, KnowledgeTurn
 from memstack.ml.embedders import Embedder
 from memstack.recall import lexical, word_neighbours
 from memstack.recall.lexical import Rewrite
@@ -32,9 +37,28 @@ from memstack.stores.vectors.base import VectorHit, VectorStore
 log = logging.getLogger("memstack.recall")
 T = TypeVar("T")
 
-KnowledgeProvider = Callable[[str, str, str, str], Awaitable[Any]]
-VectorsProvider = Callable[[], Awaitable[VectorStore]]
 Reads = async_sessionmaker[AsyncSession]
+
+
+class RecallStores(Protocol):
+    """The stores the read path reads (:class:`memstack.parts.Stores` is one): Redis,
+    SQL for transactions (``db_sessions``) and single-statement reads (``reads``), and
+    the parts built on first use."""
+
+    settings: Settings
+    working: WorkingMemory
+    db_sessions: Reads
+    reads: Reads
+
+    @property
+    def embedder(self) -> Embedder: ...
+
+    @property
+    def kb_opened(self) -> bool: ...
+
+    async def memory_vectors(self) -> VectorStore: ...
+
+    async def knowledge_cache(self) -> KnowledgeCache: ...
 
 
 @dataclass
@@ -146,16 +170,13 @@ async def _embed(g: _Gathered, embedder: Embedder, texts: list[str]) -> list[lis
 
 
 async def search_vectors(
-    g: _Gathered,
-    embedder: Callable[[], Embedder],
-    vectors: VectorsProvider,
-    user_id: str,
-    queries: Mapping[str, str],
-    k: int,
+    g: _Gathered, stores: RecallStores, user_id: str, queries: Mapping[str, str], k: int
 ) -> None:
-    model = embedder()
+    model = stores.embedder
     names = list(queries)
-    store, embedded = await asyncio.gather(vectors(), _embed(g, model, [queries[n] for n in names]))
+    store, embedded = await asyncio.gather(
+        stores.memory_vectors(), _embed(g, model, [queries[n] for n in names])
+    )
     g.query_vectors = embedded
     # Ids and scores only: the ledger rows (read_rows), which the ranking reads anyway,
     # give each hit's messages, texts and times. On Chroma, reading metadata and
@@ -164,10 +185,10 @@ async def search_vectors(
     g.vector = dict(zip(names, results, strict=True))
 
 
-async def full_hits(g: _Gathered, vectors: VectorsProvider, user_id: str, k: int) -> None:
+async def full_hits(g: _Gathered, stores: RecallStores, user_id: str, k: int) -> None:
     """The vector channel again, with metadata and chunk texts: what a hit covers
     and shows when the ledger cannot say (it is down)."""
-    store = await vectors()
+    store = await stores.memory_vectors()
     results = await store.search_many(
         g.query_vectors, scope={"user_id": user_id}, top_k=k, fields="all"
     )
@@ -179,12 +200,27 @@ async def read_lexical(g: _Gathered, reads: Reads, user_id: str, rewrite: Rewrit
         g.lexical = await ledger_search.search(s, user_id, rewrite.weights, limit=k)
 
 
+async def knowledge_turn(stores: RecallStores, req: Request) -> KnowledgeTurn | None:
+    """The session knowledge cache's turn for the query, or None without a knowledge base."""
+    # Only a knowledge base that exists costs a search per turn: a server URL, one
+    # this process opened, or documents in the registry, added by any process (read
+    # at most every 30 s per process, at once after this process adds or removes
+    # documents); otherwise the section stays empty.
+    if not stores.settings.kb_url and not stores.kb_opened:
+        try:
+            if not await has_documents(stores.settings, stores.reads):
+                return None
+        except StoreUnavailable:
+            # The database is down (the facts layer says so): no knowledge known.
+            return None
+    cache = await stores.knowledge_cache()
+    return await cache.turn(req.user_id, req.session_id, req.query, locale=req.locale)
+
+
 async def read_knowledge(
-    g: _Gathered, knowledge: KnowledgeProvider, req: Request, locale: str, timeout_s: float
+    g: _Gathered, stores: RecallStores, req: Request, timeout_s: float
 ) -> None:
-    turn = await guarded(
-        g, "knowledge", knowledge(req.user_id, req.session_id, req.query, locale), None, timeout_s
-    )
+    turn = await guarded(g, "knowledge", knowledge_turn(stores, req), None, timeout_s)
     if turn is not None and getattr(turn, "degraded", None):
         g.degraded["knowledge"] = str(turn.degraded)
     g.knowledge = turn

@@ -4,25 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
-
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memstack.core import metrics
 from memstack.core.errors import ConfigError
 from memstack.core.messages import Message
 from memstack.core.settings import Settings
-from memstack.ml.embedders import Embedder
 from memstack.ml.reranker import RERANK_K, CrossEncoder
 from memstack.recall import lexical, word_neighbours
 from memstack.recall.assembly import labels_for, section_tokens
 from memstack.recall.candidates import _with_preview, collect, fill_from_rows, row_requests
 from memstack.recall.filters import filter_candidates, in_namespaces
 from memstack.recall.gather import (
-    KnowledgeProvider,
-    VectorsProvider,
+    Reads,
+    RecallStores,
     _Gathered,
     full_hits,
     guarded,
@@ -41,9 +38,7 @@ from memstack.recall.ranking import Candidate, fuse
 from memstack.recall.request import Request, make_request
 from memstack.recall.result import ContextResult, ManifestItem
 from memstack.recall.rows import read_rows
-from memstack.stores.redis.working_memory import WorkingMemory
 from memstack.stores.sql.exchange_rows import LedgerRow
-from memstack.stores.vectors.base import VectorStore
 from memstack.text.locales import resolve_locale
 from memstack.text.token_counts import count_tokens, line_tokens
 
@@ -56,36 +51,29 @@ POOL_TOKENS = 20
 
 
 class Recall:
-    """The read path over one deployment's stores. :class:`AsyncMemory` delegates to it."""
+    """The read path over one deployment's stores. :class:`AsyncMemory` delegates to it.
 
-    def __init__(
-        self,
-        settings: Settings,
-        *,
-        working: WorkingMemory,
-        sessions: async_sessionmaker[AsyncSession],
-        reads: async_sessionmaker[AsyncSession] | None = None,
-        embedder: Callable[[], Embedder],
-        vectors: Callable[[], Awaitable[VectorStore]],
-        knowledge: KnowledgeProvider | None = None,
-    ) -> None:
+    ``settings`` (default: the stores') shape the read path alone; the stores keep
+    their own."""
+
+    def __init__(self, stores: RecallStores, *, settings: Settings | None = None) -> None:
+        settings = settings or stores.settings
         if settings.query_rewrite == "llm" and not settings.llm_url:
             raise ConfigError("query_rewrite=llm needs llm_url (MEMSTACK_LLM_URL)")
         self.settings = settings
-        self.working = working
-        self.sessions = sessions
-        # Sessions for the read path's queries, each one statement (autocommit where
-        # the caller provides it); writes go through ``sessions``.
-        self.reads = reads or sessions
-        self._embedder = embedder
-        self._vectors: VectorsProvider = vectors
-        self.knowledge = knowledge
+        self.stores = stores
         self._llm: lexical.LLMRewriter | None = None
         self._reranker = CrossEncoder() if settings.rerank == "cross-encoder" else None
         # Fact hits, written in batches; settle() and aclose() write what is left.
-        self._hits = HitBuffer(sessions)
+        self._hits = HitBuffer(stores.db_sessions)
         if settings.query_rewrite == "llm" and settings.llm_url:
             self._llm = lexical.LLMRewriter.from_settings(settings)
+
+    @property
+    def reads(self) -> Reads:
+        """Sessions for the read path's queries, each one statement; writes go through
+        the stores' ``db_sessions``."""
+        return self.stores.reads
 
     async def prepare(self) -> None:
         if self.settings.word_neighbours:
@@ -126,7 +114,12 @@ class Recall:
         window, a lost Redis) gets the ledger's recent messages merged in, once; the
         repair is counted."""
         return await repaired_window(
-            self.working, self.reads, user_id, session_id, n, self.settings.window_max_messages
+            self.stores.working,
+            self.reads,
+            user_id,
+            session_id,
+            n,
+            self.settings.window_max_messages,
         )
 
     async def _rows(
@@ -193,12 +186,11 @@ class Recall:
         reads: dict[str, Awaitable[None]] = {
             "window": self._window_into(g, user_id, session_id),
             "facts": read_facts(g, self.reads, user_id),
-            "vector": search_vectors(g, self._embedder, self._vectors, user_id, queries, pool),
+            "vector": search_vectors(g, self.stores, user_id, queries, pool),
             "lexical": read_lexical(g, self.reads, user_id, req.rewrite, pool),
         }
         tasks = [guarded(g, layer, read, None, timeout) for layer, read in reads.items()]
-        if self.knowledge is not None:
-            tasks.append(read_knowledge(g, self.knowledge, req, req.locale, timeout))
+        tasks.append(read_knowledge(g, self.stores, req, timeout))
         await asyncio.gather(*tasks)
         if "window" in g.degraded:
             # Redis is down: the ledger still knows the session's last messages.
@@ -291,7 +283,7 @@ class Recall:
             g.degraded.setdefault("lexical", f"{type(exc).__name__}: {exc}"[:300])
             units = None
             if heads:
-                again = full_hits(g, self._vectors, req.user_id, self.pool(req.total, req.reserved))
+                again = full_hits(g, self.stores, req.user_id, self.pool(req.total, req.reserved))
                 await guarded(g, "vector", asyncio.wait_for(again, timeout), None, timeout)
         return rows, units
 

@@ -49,7 +49,7 @@ async def _gather(recall: Recall, g: _Gathered, user_id: str, query: str, pool: 
         g, req, recall._llm, neighbours=s.word_neighbours, timeout_s=timeout
     )
     req = replace(req, rewrite=rewrite)
-    dense = search_vectors(g, recall._embedder, recall._vectors, user_id, queries, pool)
+    dense = search_vectors(g, recall.stores, user_id, queries, pool)
     lexical = read_lexical(g, recall.reads, user_id, rewrite, pool)
     await asyncio.gather(
         guarded(g, "vector", dense, None, timeout), guarded(g, "lexical", lexical, None, timeout)

@@ -1,4 +1,5 @@
 """The verbs of :class:`memstack.AsyncMemory` beyond writing and assembling context, one
 mixin per noun: reading memory back (``reading``), correcting facts (``facts``),
 erasing (``erasure``), API keys (``keys``) and moving memory between deployments
-(``transfer``). Each names the stores it uses; ``AsyncMemory`` supplies them."""
+(``transfer``). Each builds on :class:`~memstack.verbs.base.Verbs`, which holds the
+deployment's :class:`~memstack.parts.Stores`."""

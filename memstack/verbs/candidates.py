@@ -19,11 +19,11 @@ from memstack.stores.sql import db, erasure
 from memstack.stores.sql import facts as fact_store
 from memstack.stores.sql.candidates import PENDING, STATUSES
 from memstack.types import StoredCandidate, StoredFact
+from memstack.verbs.base import Verbs
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+    from sqlalchemy.ext.asyncio import AsyncSession
 
-    from memstack.stores.redis.working_memory import WorkingMemory
 
 ALL = "all"
 
@@ -38,11 +38,7 @@ def _statuses(status: object) -> tuple[str, ...]:
     return (status,)
 
 
-class FactCandidates:
-    if TYPE_CHECKING:
-        db_sessions: async_sessionmaker[AsyncSession]
-        working: WorkingMemory
-
+class FactCandidates(Verbs):
     async def candidates(
         self,
         user_id: str,
@@ -62,7 +58,7 @@ class FactCandidates:
         if as_of is not None and status != PENDING:
             raise ValidationError("as_of lists the candidates pending at that moment: omit status")
         at = None if as_of is None else check_moment("as_of", as_of)
-        async with db.guarded("candidates"), self.db_sessions() as s:
+        async with db.guarded("candidates"), self.stores.db_sessions() as s:
             return await candidate_store.candidates(
                 s, user_id, statuses=statuses, as_of=at, key=key
             )
@@ -88,8 +84,8 @@ class FactCandidates:
         validate_id("user_id", user_id)
         wanted = validate_candidate_id(candidate_id)
         async with db.guarded("confirm candidate"):
-            now = await self.working.server_time()
-            async with self.db_sessions.begin() as s:
+            now = await self.stores.working.server_time()
+            async with self.stores.db_sessions.begin() as s:
                 c = await self._pending(s, user_id, wanted)
                 spec = VOCABULARY.get(c.key)
                 fact = Fact(
@@ -111,8 +107,8 @@ class FactCandidates:
         validate_id("user_id", user_id)
         wanted = validate_candidate_id(candidate_id)
         async with db.guarded("reject candidate"):
-            now = await self.working.server_time()
-            async with self.db_sessions.begin() as s:
+            now = await self.stores.working.server_time()
+            async with self.stores.db_sessions.begin() as s:
                 await candidate_store.reject(s, await self._pending(s, user_id, wanted), now)
                 decided = await candidate_store.get(s, user_id, wanted)
         assert decided is not None

@@ -17,7 +17,6 @@ A mixin of :class:`memstack.AsyncMemory` (through :class:`memstack.verbs.reading
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from memstack.core.erasure import UserErasure
 from memstack.core.errors import MemstackError, NotFound
@@ -29,17 +28,7 @@ from memstack.stores.sql import api_keys, db, erasure, ledger, tool_results
 from memstack.stores.sql import candidates as candidate_store
 from memstack.stores.sql import facts as fact_store
 from memstack.stores.sql import summaries as summary_rows
-
-if TYPE_CHECKING:
-    from collections.abc import Iterable
-
-    from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-
-    from memstack.core.settings import Settings
-    from memstack.ingest.worker import Worker
-    from memstack.stores.redis.queue import IngestQueue
-    from memstack.stores.redis.working_memory import WorkingMemory
-    from memstack.stores.vectors.base import VectorStore
+from memstack.verbs.keys import KeyManagement
 
 log = logging.getLogger("memstack.verbs.erasure")
 
@@ -56,18 +45,7 @@ def _unit_around(rows: list[Message], m: Message) -> tuple[str, list[Message]]:
     return head, rows[max(at - 1, 0) : at] + rows[at + 1 : at + 2]
 
 
-class Erasure:
-    if TYPE_CHECKING:
-        settings: Settings
-        db_sessions: async_sessionmaker[AsyncSession]
-        reads: async_sessionmaker[AsyncSession]
-        working: WorkingMemory
-        queue: IngestQueue
-
-        async def memory_vectors(self) -> VectorStore: ...
-        async def worker(self) -> Worker: ...
-        def _forget_cached_keys(self, key_ids: Iterable[str]) -> None: ...
-
+class Erasure(KeyManagement):
     async def forget_user(self, user_id: str) -> UserErasure:
         """Erase everything memstack holds about ``user_id`` in every layer, and revoke
         every API key bound to the user (``revoked_keys`` lists their ids).
@@ -77,9 +55,9 @@ class Erasure:
         accepted before that time. Messages accepted after it are new memories.
         """
         validate_id("user_id", user_id)
-        began = await self.working.server_time()
-        vectors = await self.memory_vectors()
-        async with db.guarded("forget user"), self.db_sessions.begin() as s:
+        began = await self.stores.working.server_time()
+        vectors = await self.stores.memory_vectors()
+        async with db.guarded("forget user"), self.stores.db_sessions.begin() as s:
             # Held until the vectors are gone too: a batch waiting for the mark then finds
             # nothing of the user to write next to.
             await erasure.mark_forgotten(s, user_id, began)
@@ -92,11 +70,11 @@ class Erasure:
             messages_deleted = await ledger.delete_user(s, user_id)
             # In the same transaction: no moment where the memory is gone and a key of
             # the user still opens it (new memories written with it included).
-            revoked = await api_keys.revoke_user(s, self.settings.key_prefix, user_id, began)
+            revoked = await api_keys.revoke_user(s, self.stores.settings.key_prefix, user_id, began)
             await vectors.delete(scope={"user_id": user_id})
         self._forget_cached_keys(revoked)
-        dropped_jobs = await self.queue.drop_user_jobs(user_id, accepted_until=began)
-        redis_keys = await self.working.forget_user(user_id)
+        dropped_jobs = await self.stores.queue.drop_user_jobs(user_id, accepted_until=began)
+        redis_keys = await self.stores.working.forget_user(user_id)
         counts = {
             "jobs": dropped_jobs,
             "messages": messages_deleted,
@@ -117,9 +95,9 @@ class Erasure:
         zeros."""
         validate_id("user_id", user_id)
         validate_id("session_id", session_id)
-        began = await self.working.server_time()
-        vectors = await self.memory_vectors()
-        async with db.guarded("forget session"), self.db_sessions.begin() as s:
+        began = await self.stores.working.server_time()
+        vectors = await self.stores.memory_vectors()
+        async with db.guarded("forget session"), self.stores.db_sessions.begin() as s:
             await erasure.mark_erased(s, user_id, erasure.SESSION, session_id, began)
             facts_kept = await fact_store.count_from(s, user_id, session_id=session_id)
             # A candidate is a reading of its message, not yet the user's fact: it goes
@@ -130,8 +108,10 @@ class Erasure:
             messages = await ledger.delete_session(s, user_id, session_id)
             # Dialogue chunks, inferred facts and summaries all carry their session.
             await vectors.delete(scope={"user_id": user_id, "session_id": session_id})
-        jobs = await self.queue.drop_jobs(user_id, accepted_until=began, session_id=session_id)
-        redis_keys = await self.working.forget_session(user_id, session_id)
+        jobs = await self.stores.queue.drop_jobs(
+            user_id, accepted_until=began, session_id=session_id
+        )
+        redis_keys = await self.stores.working.forget_session(user_id, session_id)
         return {
             "jobs": jobs,
             "messages": messages,
@@ -145,16 +125,18 @@ class Erasure:
     async def _find_message(self, user_id: str, msg_id: str) -> Message | None:
         """The user's message ``msg_id`` wherever it is: the ledger, its session's
         window, or a job not yet ingested."""
-        async with db.guarded("find message"), self.reads() as s:
+        async with db.guarded("find message"), self.stores.reads() as s:
             stored = await ledger.messages_by_id(s, user_id, [msg_id])
         if msg_id in stored:
             return stored[msg_id]
         for session_id in sessions_named_by(user_id, msg_id):
-            read = await self.working.window(user_id, session_id, self.settings.window_max_messages)
+            read = await self.stores.working.window(
+                user_id, session_id, self.stores.settings.window_max_messages
+            )
             for m in read.messages:
                 if m.msg_id == msg_id:
                     return m
-        return await self.queue.queued_message(user_id, msg_id)
+        return await self.stores.queue.queued_message(user_id, msg_id)
 
     async def delete_message(self, user_id: str, msg_id: str) -> dict[str, int]:
         """Erase one message of the user in every layer: the window, its queued job, the
@@ -168,11 +150,11 @@ class Erasure:
         found = await self._find_message(user_id, msg_id)
         if found is None:
             raise NotFound(f"no message {msg_id[:200]!r} of user {user_id!r}")
-        began = await self.working.server_time()
-        vectors = await self.memory_vectors()
+        began = await self.stores.working.server_time()
+        vectors = await self.stores.memory_vectors()
         neighbours: list[Message] = []
         counts = {"messages": 0, "summaries": 0, "facts_kept": 0}
-        async with db.guarded("delete message"), self.db_sessions.begin() as s:
+        async with db.guarded("delete message"), self.stores.db_sessions.begin() as s:
             await erasure.mark_erased(s, user_id, erasure.MESSAGE, msg_id, began)
             counts["candidates"] = await candidate_store.delete_for(s, user_id, msg_ids=[msg_id])
             # Read under the lock: a batch that stored the message has committed by now.
@@ -193,12 +175,16 @@ class Erasure:
             # written again below without it.
             for head_id in sorted(heads):
                 await vectors.delete(scope={"user_id": user_id, "msg_id": head_id})
-        counts["jobs"] = await self.queue.drop_jobs(user_id, accepted_until=began, msg_id=msg_id)
-        counts["window"] = await self.working.remove_message(user_id, found.session_id, msg_id)
+        counts["jobs"] = await self.stores.queue.drop_jobs(
+            user_id, accepted_until=began, msg_id=msg_id
+        )
+        counts["window"] = await self.stores.working.remove_message(
+            user_id, found.session_id, msg_id
+        )
         counts["chunks"] = 0
         if neighbours:
             try:
-                worker = await self.worker()
+                worker = await self.stores.worker()
                 counts["chunks"] = await worker.ingestor.rederive(neighbours)
             except MemstackError as exc:
                 # The message is erased; only its neighbours' unit is missing from the

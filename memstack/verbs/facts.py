@@ -23,12 +23,11 @@ from memstack.stores.sql import db, ledger
 from memstack.stores.sql import facts as fact_store
 from memstack.stores.sql.facts import Outcome
 from memstack.types import StoredFact
+from memstack.verbs.base import Verbs
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+    from sqlalchemy.ext.asyncio import AsyncSession
 
-    from memstack.core.settings import Settings
-    from memstack.stores.redis.working_memory import WorkingMemory
 
 # A fact set or ended by hand belongs to no session.
 NO_SESSION = ""
@@ -73,12 +72,7 @@ def _by_hand(key: str, value: Any, current: StoredFact | None, max_bytes: int) -
     return fact
 
 
-class FactCorrections:
-    if TYPE_CHECKING:
-        settings: Settings
-        db_sessions: async_sessionmaker[AsyncSession]
-        working: WorkingMemory
-
+class FactCorrections(Verbs):
     async def facts(self, user_id: str, *, as_of: Timestamp | None = None) -> list[StoredFact]:
         """The user's current facts (``valid_until IS NULL``), most confident first; with
         ``as_of`` (an aware datetime or epoch seconds), those current at that moment
@@ -86,7 +80,7 @@ class FactCorrections:
         message was deleted is kept, with ``source_deleted``."""
         validate_id("user_id", user_id)
         at = None if as_of is None else check_moment("as_of", as_of)
-        async with db.guarded("facts"), self.db_sessions() as s:
+        async with db.guarded("facts"), self.stores.db_sessions() as s:
             if at is not None:
                 found = await fact_store.facts_as_of(s, user_id, at)
             else:
@@ -99,15 +93,15 @@ class FactCorrections:
         validate_id("user_id", user_id)
         if key is not None:
             validate_id("key", key)
-        async with db.guarded("fact history"), self.db_sessions() as s:
+        async with db.guarded("fact history"), self.stores.db_sessions() as s:
             return await _with_sources(s, await fact_store.fact_history(s, user_id, key))
 
     async def _current_fact(self, user_id: str, key: str) -> StoredFact | None:
-        async with self.db_sessions() as s:
+        async with self.stores.db_sessions() as s:
             return await fact_store.find(s, user_id, key, current=True)
 
     async def _written(self, user_id: str, key: str, msg_id: str) -> StoredFact:
-        async with self.db_sessions() as s:
+        async with self.stores.db_sessions() as s:
             found = await fact_store.find(s, user_id, key, msg_id=msg_id)
         if found is None:  # another writer ended it at once; what stands is current
             raise Conflict(f"fact {key!r} changed while it was being written; read it again")
@@ -128,18 +122,18 @@ class FactCorrections:
         canonical = check_fact_key(key)
         async with db.guarded("set fact"):
             current = await self._current_fact(user_id, canonical)
-            fact = _by_hand(key, value, current, self.settings.max_fact_value_bytes)
-            now = await self.working.server_time()
+            fact = _by_hand(key, value, current, self.stores.settings.max_fact_value_bytes)
+            now = await self.stores.working.server_time()
             msg_id = by_hand_id()
             outcome = await fact_store.write_fact(
-                self.db_sessions,
+                self.stores.db_sessions,
                 user_id=user_id,
                 session_id=NO_SESSION,
                 msg_id=msg_id,
                 fact=fact,
                 at=self._moment(now, current),
                 accepted_at=now,
-                max_value_bytes=self.settings.max_fact_value_bytes,
+                max_value_bytes=self.stores.settings.max_fact_value_bytes,
             )
             if outcome in (Outcome.INSERTED, Outcome.SUPERSEDED):
                 return await self._written(user_id, fact.key, msg_id)
@@ -158,7 +152,7 @@ class FactCorrections:
             current = await self._current_fact(user_id, canonical)
             if current is None:
                 raise NotFound(f"user {user_id!r} has no current fact {canonical!r}")
-            now = await self.working.server_time()
+            now = await self.stores.working.server_time()
             msg_id = by_hand_id()
             withdrawal = Fact(
                 key=canonical,
@@ -169,7 +163,7 @@ class FactCorrections:
                 retracts=True,
             )
             outcome = await fact_store.write_fact(
-                self.db_sessions,
+                self.stores.db_sessions,
                 user_id=user_id,
                 session_id=NO_SESSION,
                 msg_id=msg_id,

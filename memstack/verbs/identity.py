@@ -8,16 +8,13 @@ A mixin of :class:`memstack.AsyncMemory` (through :class:`memstack.verbs.reading
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from memstack.core.errors import NotFound
 from memstack.core.identity import UserIdentity, check_identity
 from memstack.core.ids import validate_id
 from memstack.stores.sql import db
 from memstack.stores.sql import identity as identities
-
-if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from memstack.verbs.base import Verbs
 
 
 def _unknown(user_id: str) -> NotFound:
@@ -27,14 +24,11 @@ def _unknown(user_id: str) -> NotFound:
     )
 
 
-class Identities:
-    if TYPE_CHECKING:
-        db_sessions: async_sessionmaker[AsyncSession]
-
+class Identities(Verbs):
     async def identity(self, user_id: str) -> UserIdentity:
         """The user's display name and aliases; :class:`NotFound` for an unknown user."""
         validate_id("user_id", user_id)
-        async with db.guarded("identity"), self.db_sessions() as s:
+        async with db.guarded("identity"), self.stores.db_sessions() as s:
             found = (await identities.read(s, [user_id])).get(user_id)
         if found is None:
             raise _unknown(user_id)
@@ -55,7 +49,7 @@ class Identities:
         changes then."""
         validate_id("user_id", user_id)
         wanted = check_identity(user_id, display_name, aliases)
-        async with db.guarded("set identity"), self.db_sessions.begin() as s:
+        async with db.guarded("set identity"), self.stores.db_sessions.begin() as s:
             if not await identities.write(s, wanted):
                 raise _unknown(user_id)
         return wanted

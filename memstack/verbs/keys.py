@@ -1,9 +1,9 @@
 """API keys of the HTTP API: created, listed, revoked, and checked.
 
-A mixin of :class:`memstack.AsyncMemory`, which supplies the database sessions. Checks
-are on the hot path of every request, so this process keeps what it read of a key, and
-whether any key exists, for at most :data:`KEY_CACHE_S`: a key revoked by another
-process is refused within that time (at once by this one).
+A mixin of :class:`memstack.AsyncMemory`, and the base of erasure's, which revokes keys.
+Checks are on the hot path of every request, so this process keeps what it read of a
+key, and whether any key exists, for at most :data:`KEY_CACHE_S`: a key revoked by
+another process is refused within that time (at once by this one).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 from memstack.core import api_keys as shapes
 from memstack.core.api_keys import ApiKey
@@ -20,11 +19,7 @@ from memstack.core.errors import NotFound, StoreUnavailable, ValidationError
 from memstack.core.ids import validate_id
 from memstack.stores.sql import api_keys, db
 from memstack.stores.sql.api_keys import StoredKey
-
-if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-
-    from memstack.core.settings import Settings
+from memstack.verbs.base import Verbs
 
 KEY_CACHE_S = 2.0
 # Key ids remembered at most; past it the cache starts over (a flood of made-up ids
@@ -41,12 +36,7 @@ class KeyCache:
     live: tuple[float, bool] | None = None
 
 
-class KeyManagement:
-    if TYPE_CHECKING:
-        settings: Settings
-        db_sessions: async_sessionmaker[AsyncSession]
-        reads: async_sessionmaker[AsyncSession]
-
+class KeyManagement(Verbs):
     _key_cache: KeyCache | None = None
 
     @property
@@ -79,23 +69,25 @@ class KeyManagement:
                 raise ValidationError(f"user_id {user_id!r} cannot be told from a relative path")
         key_id, secret = shapes.new_key()
         key = ApiKey(key_id, user_id, granted, datetime.now(UTC))
-        async with db.guarded("create api key"), self.db_sessions.begin() as s:
-            await api_keys.insert(s, self.settings.key_prefix, key, shapes.digest(secret))
+        async with db.guarded("create api key"), self.stores.db_sessions.begin() as s:
+            await api_keys.insert(s, self.stores.settings.key_prefix, key, shapes.digest(secret))
         self._keys.live = (time.monotonic(), True)
         return key, shapes.key_text(key_id, secret)
 
     async def list_keys(self) -> list[ApiKey]:
         """Every key of this deployment (its key prefix), revoked ones included, oldest
         first."""
-        async with db.guarded("api keys"), self.reads() as s:
-            return await api_keys.all_keys(s, self.settings.key_prefix)
+        async with db.guarded("api keys"), self.stores.reads() as s:
+            return await api_keys.all_keys(s, self.stores.settings.key_prefix)
 
     async def revoke_key(self, key_id: str) -> ApiKey:
         """Revoke a key for good; revoking it again changes nothing. :class:`NotFound`
         when this deployment has no such key."""
         shapes.check_key_id(key_id)
-        async with db.guarded("revoke api key"), self.db_sessions.begin() as s:
-            key = await api_keys.revoke(s, self.settings.key_prefix, key_id, datetime.now(UTC))
+        async with db.guarded("revoke api key"), self.stores.db_sessions.begin() as s:
+            key = await api_keys.revoke(
+                s, self.stores.settings.key_prefix, key_id, datetime.now(UTC)
+            )
         if key is None:
             raise NotFound(f"no API key {key_id!r}")
         self._forget_cached_keys([key_id])
@@ -131,8 +123,8 @@ class KeyManagement:
         if cache.live is not None and now - cache.live[0] < KEY_CACHE_S:
             return cache.live[1]
         try:
-            async with db.guarded("api keys"), self.reads() as s:
-                live = await api_keys.any_live(s, self.settings.key_prefix)
+            async with db.guarded("api keys"), self.stores.reads() as s:
+                live = await api_keys.any_live(s, self.stores.settings.key_prefix)
         except StoreUnavailable:
             if cache.live is None:
                 raise
@@ -147,8 +139,8 @@ class KeyManagement:
         if known is not None and now - known[0] < KEY_CACHE_S:
             return known[1]
         try:
-            async with db.guarded("api keys"), self.reads() as s:
-                stored = await api_keys.find(s, self.settings.key_prefix, key_id)
+            async with db.guarded("api keys"), self.stores.reads() as s:
+                stored = await api_keys.find(s, self.stores.settings.key_prefix, key_id)
         except StoreUnavailable:
             if known is None:
                 raise

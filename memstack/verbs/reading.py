@@ -3,12 +3,12 @@ messages in the ledger, one message, a search of the user's history, summaries; 
 facts (:mod:`memstack.verbs.facts`) and erasure (:mod:`memstack.verbs.erasure`) come
 from the mixins it joins.
 
-A mixin of :class:`memstack.AsyncMemory`, which supplies the stores it names.
+A mixin of :class:`memstack.AsyncMemory`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memstack.core.errors import NotFound, ValidationError
 from memstack.core.ids import validate_id, validate_msg_id
@@ -24,11 +24,6 @@ from memstack.verbs.erasure import Erasure
 from memstack.verbs.facts import FactCorrections
 from memstack.verbs.identity import Identities
 
-if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-
-    from memstack.recall import Recall
-
 MAX_PAGE = 1000
 MAX_SEARCH = 100
 
@@ -42,26 +37,19 @@ def _page(limit: object, offset: object) -> tuple[int, int]:
 
 
 class Management(FactCorrections, FactCandidates, Identities, Erasure):
-    if TYPE_CHECKING:
-        db_sessions: async_sessionmaker[AsyncSession]
-        reads: async_sessionmaker[AsyncSession]
-
-        @property
-        def recall(self) -> Recall: ...
-
     # --- users, sessions, messages (the ledger: what the worker has stored) ----------------
     async def users(self, *, limit: int = 100, offset: int = 0) -> list[UserOverview]:
         """Users with messages in the ledger, by id: their session and message counts and
         the time of their last message."""
         limit, offset = _page(limit, offset)
-        async with db.guarded("users"), self.reads() as s:
+        async with db.guarded("users"), self.stores.reads() as s:
             return await ledger.user_overviews(s, limit=limit, offset=offset)
 
     async def sessions(self, user_id: str) -> list[SessionOverview]:
         """The user's sessions in the ledger, oldest first, with their first and last
         message times; empty for a user with none."""
         validate_id("user_id", user_id)
-        async with db.guarded("sessions"), self.reads() as s:
+        async with db.guarded("sessions"), self.stores.reads() as s:
             return await ledger.session_overviews(s, user_id)
 
     async def messages(
@@ -71,7 +59,7 @@ class Management(FactCorrections, FactCandidates, Identities, Erasure):
         validate_id("user_id", user_id)
         validate_id("session_id", session_id)
         limit, offset = _page(limit, offset)
-        async with db.guarded("messages"), self.reads() as s:
+        async with db.guarded("messages"), self.stores.reads() as s:
             return await ledger.session_page(s, user_id, session_id, offset=offset, limit=limit)
 
     async def get_message(self, user_id: str, msg_id: str) -> Message:
@@ -118,4 +106,4 @@ class Management(FactCorrections, FactCandidates, Identities, Erasure):
         if session_id is not None:
             validate_id("session_id", session_id)
         async with db.guarded("summaries"):
-            return await summaries_of(self.db_sessions, user_id, session_id)
+            return await summaries_of(self.stores.db_sessions, user_id, session_id)

@@ -1,7 +1,7 @@
 """Moving memory out of a deployment and into another: export and import (JSON Lines, see
 :mod:`memstack.transfer.records`).
 
-A mixin of :class:`memstack.AsyncMemory`, which supplies the stores it names.
+A mixin of :class:`memstack.AsyncMemory`.
 """
 
 from __future__ import annotations
@@ -9,39 +9,25 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
-from memstack.core.ids import DEFAULT_NAMESPACE, validate_id
+from memstack.core.ids import validate_id
 from memstack.transfer.exporting import Exporter, ExportTarget, write_export
 from memstack.transfer.importing import Importer, ImportSource, TransferProgress
 from memstack.types import ExportReport, ImportReport
+from memstack.verbs.base import Verbs
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-
-    from memstack.core.settings import Settings
     from memstack.ingest.pipeline import Ingestor
-    from memstack.ingest.worker import Worker
-    from memstack.knowledge.base import KnowledgeBase
-    from memstack.stores.redis.working_memory import WorkingMemory
 
 
-class Portability:
-    if TYPE_CHECKING:
-        settings: Settings
-        db_sessions: async_sessionmaker[AsyncSession]
-        working: WorkingMemory
-
-        async def worker(self) -> Worker: ...
-
-        async def knowledge_base(self, namespace: str = DEFAULT_NAMESPACE) -> KnowledgeBase: ...
-
+class Portability(Verbs):
     def _exporter(self, user_id: str | None, progress: TransferProgress | None) -> Exporter:
         if user_id is not None:
             validate_id("user_id", user_id)
         return Exporter(
-            self.settings,
-            self.db_sessions,
-            self.working,
-            self.knowledge_base,
+            self.stores.settings,
+            self.stores.db_sessions,
+            self.stores.working,
+            self.stores.knowledge_base,
             user_id=user_id,
             progress=progress,
         )
@@ -83,14 +69,14 @@ class Portability:
         :data:`~memstack.transfer.importing.TransferProgress`."""
 
         async def ingestor() -> Ingestor:
-            return (await self.worker()).ingestor
+            return (await self.stores.worker()).ingestor
 
         importer = Importer(
-            self.settings,
-            self.db_sessions,
-            self.working,
+            self.stores.settings,
+            self.stores.db_sessions,
+            self.stores.working,
             ingestor,
-            self.knowledge_base,
+            self.stores.knowledge_base,
             progress,
         )
         return await importer.run(source)

@@ -1,7 +1,7 @@
 """The write path's entry: one message (``remember``, on the facade) or many
 (``remember_many``), each checked the same way before anything is written.
 
-A mixin of :class:`memstack.AsyncMemory`, which supplies the working memory and the queue.
+A mixin of :class:`memstack.AsyncMemory`: the working memory and the queue.
 """
 
 from __future__ import annotations
@@ -16,11 +16,10 @@ from memstack.core.ids import scoped_msg_id, validate_id
 from memstack.core.messages import MAX_BATCH, Remembered, validate_message, validate_name
 from memstack.core.time import Timestamp, message_time_ms
 from memstack.stores.redis.queue import job_fields
+from memstack.verbs.base import Verbs
 
 if TYPE_CHECKING:
-    from memstack.core.settings import Settings
-    from memstack.stores.redis.queue import IngestQueue
-    from memstack.stores.redis.working_memory import WorkingMemory, WriteResult
+    from memstack.stores.redis.working_memory import WriteResult
 
 # What one message of a batch may hold: remember()'s arguments.
 _ITEM_FIELDS = frozenset({"role", "content", "msg_id", "ts", "name"})
@@ -37,17 +36,12 @@ class Checked:
     name: str | None
 
 
-class Writing:
-    if TYPE_CHECKING:
-        settings: Settings
-        working: WorkingMemory
-        queue: IngestQueue
-
+class Writing(Verbs):
     def _check_message(
         self, role: object, content: object, msg_id: object, ts: Timestamp | None, name: object
     ) -> Checked:
         """Role, content and size, author, time and idempotency key, in that order."""
-        text = validate_message(role, content, max_bytes=self.settings.max_message_bytes)
+        text = validate_message(role, content, max_bytes=self.stores.settings.max_message_bytes)
         author = validate_name(name)
         ts_ms = message_time_ms(ts)
         caller_id = validate_id("msg_id", msg_id) if msg_id is not None else None
@@ -56,7 +50,7 @@ class Writing:
     async def _write_message(self, user_id: str, session_id: str, m: Checked) -> WriteResult:
         """One checked message through the write script (window, state, job), and into
         the embedded journal when it was new."""
-        result = await self.working.append(
+        result = await self.stores.working.append(
             user_id=user_id,
             session_id=session_id,
             role=m.role,
@@ -65,7 +59,7 @@ class Writing:
             caller_msg_id=m.msg_id,
             name=m.name,
         )
-        if not result.duplicate and self.queue.journal is not None:
+        if not result.duplicate and self.stores.queue.journal is not None:
             job = job_fields(
                 msg_id=result.msg_id,
                 user_id=user_id,
@@ -76,7 +70,7 @@ class Writing:
                 name=m.name,
                 accepted_us=time.time_ns() // 1000,
             )
-            self.queue.accepted(job)
+            self.stores.queue.accepted(job)
         return result
 
     def _check_batch(self, messages: object) -> list[Checked]:
