@@ -45,6 +45,8 @@ class Conversation:
     sessions: tuple[Session, ...]
     questions: tuple[Question, ...]
     missing_evidence: int = 0
+    # The name the user's messages are written under, bound with set_identity.
+    user_name: str | None = None
 
 
 def _load_json(path: Path) -> Any:
@@ -126,7 +128,7 @@ def locomo(path: Path, run_id: str) -> Iterator[Conversation]:
                         str(sample["sample_id"]),
                     )
                 )
-        yield Conversation(user_id, tuple(sessions), tuple(questions), missing)
+        yield Conversation(user_id, tuple(sessions), tuple(questions), missing, speaker_a)
 
 
 def _lme_time(text: str) -> datetime:

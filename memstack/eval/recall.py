@@ -174,6 +174,10 @@ async def ingest(mem: AsyncMemory, conv: Conversation) -> None:
             )
     # Summaries would only add summary chunks, which recall does not quote.
     await mem.drain(summarize=False)
+    if conv.user_name is not None:
+        # As an application that names its user's messages binds that name: questions
+        # name the person. Bound after the worker ran, so ingestion is as before.
+        await mem.set_identity(conv.user_id, display_name=conv.user_name)
 
 
 async def ask(

@@ -24,15 +24,17 @@ from memstack.knowledge.cache import KnowledgeCache, KnowledgeTurn
 from memstack.ml.embedders import Embedder
 from memstack.recall import lexical, word_neighbours
 from memstack.recall.lexical import Rewrite
-from memstack.recall.ranking import dense_rewrite
+from memstack.recall.ranking import dense_rewrite, without_names
 from memstack.recall.request import Request
 from memstack.stores.redis.working_memory import WorkingMemory
 from memstack.stores.sql import facts as fact_store
+from memstack.stores.sql import identity as identities
 from memstack.stores.sql import ledger
 from memstack.stores.sql import lexical as ledger_search
 from memstack.stores.sql.facts import StoredFact
 from memstack.stores.sql.lexical import LexicalHit
 from memstack.stores.vectors.base import VectorHit, VectorStore
+from memstack.text.terms import has_cjk
 
 log = logging.getLogger("memstack.recall")
 T = TypeVar("T")
@@ -102,19 +104,24 @@ async def query_rewrites(
     g: _Gathered,
     req: Request,
     llm: lexical.LLMRewriter | None,
+    reads: Reads,
     *,
     neighbours: bool,
     timeout_s: float,
 ) -> tuple[dict[str, str], Rewrite]:
     """The dense queries by channel, and the lexical rewrite: the rules' one, with the
     LLM's keywords and (``neighbours``) related words. The dense rewrite sees the
-    keywords but not the related words."""
+    keywords but not the related words; a Chinese question is searched without the
+    user's bound names (:func:`without_names`)."""
     rewrite = req.rewrite
     if llm is not None:
         keywords = await guarded(g, "rewrite", llm.keywords(req.query), None, timeout_s)
         if keywords:
             rewrite = lexical.merge_rewrite(rewrite, keywords)
-    queries = {"vector": req.query}
+    names: tuple[str, ...] = ()
+    if has_cjk(req.query):
+        names = await guarded(g, "identity", bound_names(reads, req.user_id), (), timeout_s)
+    queries = {"vector": without_names(req.query, names) or req.query}
     second = dense_rewrite(req.query, rewrite)
     if second is not None:
         queries["vector_rewrite"] = second
@@ -124,6 +131,15 @@ async def query_rewrites(
         except ModelUnavailable as exc:
             g.degraded["word_neighbours"] = str(exc)[:300]
     return queries, rewrite
+
+
+async def bound_names(reads: Reads, user_id: str) -> tuple[str, ...]:
+    """The names the user speaks under (``set_identity``), as written."""
+    async with reads() as s:
+        found = (await identities.read(s, [user_id])).get(user_id)
+    if found is None:
+        return ()
+    return (*([found.display_name] if found.display_name else []), *found.aliases)
 
 
 async def repaired_window(

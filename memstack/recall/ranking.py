@@ -88,6 +88,27 @@ def dense_rewrite(query: str, rewrite: Rewrite) -> str | None:
     return text
 
 
+def without_names(query: str, names: Iterable[str]) -> str | None:
+    """A Chinese question without the names the user speaks under, for the dense search.
+
+    A dense hit's text opens with its author ("李娜: 我家猫…"), so a question about the
+    user in the third person ("李娜的猫得了什么病？") matches every unit of theirs by the
+    name, the short ones best, and its topic weighs little. Without the name the topic
+    decides; the keyword query and the lexical channel still carry it. None when the
+    question names none of them, or is nothing else. English questions keep their
+    names here: their second dense query already leaves them out (:func:`dense_rewrite`).
+    """
+    if not has_cjk(query):
+        return None
+    text = query
+    for name in sorted(names, key=len, reverse=True):
+        text = re.sub(re.escape(name), "", text, flags=re.IGNORECASE)
+    text = re.sub(r"\s+", " ", text).strip()
+    if text == query or not lexical_terms(text):
+        return None
+    return text
+
+
 @dataclass
 class Candidate:
     msg_id: str
