@@ -104,24 +104,19 @@ async def query_rewrites(
     g: _Gathered,
     req: Request,
     llm: lexical.LLMRewriter | None,
-    reads: Reads,
     *,
     neighbours: bool,
     timeout_s: float,
 ) -> tuple[dict[str, str], Rewrite]:
     """The dense queries by channel, and the lexical rewrite: the rules' one, with the
     LLM's keywords and (``neighbours``) related words. The dense rewrite sees the
-    keywords but not the related words; a Chinese question is searched without the
-    user's bound names (:func:`without_names`)."""
+    keywords but not the related words."""
     rewrite = req.rewrite
     if llm is not None:
         keywords = await guarded(g, "rewrite", llm.keywords(req.query), None, timeout_s)
         if keywords:
             rewrite = lexical.merge_rewrite(rewrite, keywords)
-    names: tuple[str, ...] = ()
-    if has_cjk(req.query):
-        names = await guarded(g, "identity", bound_names(reads, req.user_id), (), timeout_s)
-    queries = {"vector": without_names(req.query, names) or req.query}
+    queries = {"vector": req.query}
     second = dense_rewrite(req.query, rewrite)
     if second is not None:
         queries["vector_rewrite"] = second
@@ -188,6 +183,7 @@ async def _embed(g: _Gathered, embedder: Embedder, texts: list[str]) -> list[lis
 async def search_vectors(
     g: _Gathered, stores: RecallStores, user_id: str, queries: Mapping[str, str], k: int
 ) -> None:
+    queries = await _without_bound_names(g, stores, user_id, queries)
     model = stores.embedder
     names = list(queries)
     store, embedded = await asyncio.gather(
@@ -199,6 +195,20 @@ async def search_vectors(
     # documents costs as much as the rest of the query.
     results = await store.search_many(embedded, scope={"user_id": user_id}, top_k=k, fields="ids")
     g.vector = dict(zip(names, results, strict=True))
+
+
+async def _without_bound_names(
+    g: _Gathered, stores: RecallStores, user_id: str, queries: Mapping[str, str]
+) -> Mapping[str, str]:
+    """A Chinese question searched without the names the user is bound to
+    (:func:`without_names`); read here, where only the dense search waits for it."""
+    question = queries["vector"]
+    if not has_cjk(question):
+        return queries
+    read = bound_names(stores.reads, user_id)
+    names = await guarded(g, "identity", read, (), stores.settings.store_timeout_s)
+    stripped = without_names(question, names)
+    return {**queries, "vector": stripped} if stripped else queries
 
 
 async def full_hits(g: _Gathered, stores: RecallStores, user_id: str, k: int) -> None:

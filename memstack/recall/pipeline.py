@@ -159,7 +159,6 @@ class Recall:
             g,
             req,
             self._llm,
-            self.reads,
             neighbours=self.settings.word_neighbours,
             timeout_s=self.settings.store_timeout_s,
         )

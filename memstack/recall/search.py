@@ -46,7 +46,7 @@ async def _gather(recall: Recall, g: _Gathered, user_id: str, query: str, pool: 
         s, user_id, _SESSION, query, budget_tokens=_BUDGET, now=None, locale=None, system=""
     )
     queries, rewrite = await query_rewrites(
-        g, req, recall._llm, recall.reads, neighbours=s.word_neighbours, timeout_s=timeout
+        g, req, recall._llm, neighbours=s.word_neighbours, timeout_s=timeout
     )
     req = replace(req, rewrite=rewrite)
     dense = search_vectors(g, recall.stores, user_id, queries, pool)
