@@ -103,6 +103,15 @@ def test_locomo_loader_maps_ids_and_skips_what_it_must(tmp_path: Path) -> None:
     sid = conv.sessions[0].session_id
     assert conv.questions[0].evidence == (f"{conv.user_id}/{sid}:D1:1",)
     assert conv.questions[0].now > first.created_at
+    assert conv.user_name == "Ann"  # bound as the user's display name once ingested
+
+
+async def test_ingest_binds_speaker_a_as_the_user_s_name(tmp_path: Path) -> None:
+    [conv] = list(datasets.locomo(tiny_locomo(tmp_path / "l.json.gz"), "run1"))
+    async with await AsyncMemory.open(make_settings(tmp_path)) as mem:
+        await evaluation.ingest(mem, conv)
+        identity = await mem.identity(conv.user_id)
+    assert identity.display_name == "Ann"
 
 
 def test_longmemeval_loader(tmp_path: Path) -> None:

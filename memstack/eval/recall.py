@@ -1,9 +1,10 @@
 """Retrieval evaluation on LoCoMo and LongMemEval: ``memstack eval``.
 
 Each conversation goes in through the public write path (``remember`` with the dataset's
-own ids and timestamps, then the worker via ``drain``); each question goes to
-``context()`` with ``now`` at the question's time, in a session of its own, so nothing
-but recall can bring the evidence back. The score is **evidence recall**: the share of
+own ids and timestamps, then the worker via ``drain``; a LoCoMo-format speaker A's
+name is then bound as the user's, as an application naming its user's messages would);
+each question goes to ``context()`` with ``now`` at the question's time, in a session
+of its own, so nothing but recall can bring the evidence back. The score is **evidence recall**: the share of
 the dataset's evidence turns whose ``msg_id`` is among the kept items of the related
 history. The semantic layer gets exactly the given budget (the other layers get none),
 so the figure says what that many tokens of recall hold.
