@@ -4,10 +4,10 @@ Each conversation goes in through the public write path (``remember`` with the d
 own ids and timestamps, then the worker via ``drain``; a LoCoMo-format speaker A's
 name is then bound as the user's, as an application naming its user's messages would);
 each question goes to ``context()`` with ``now`` at the question's time, in a session
-of its own, so nothing but recall can bring the evidence back. The score is **evidence recall**: the share of
-the dataset's evidence turns whose ``msg_id`` is among the kept items of the related
-history. The semantic layer gets exactly the given budget (the other layers get none),
-so the figure says what that many tokens of recall hold.
+of its own, so nothing but recall can bring the evidence back. The score is **evidence
+recall**: the share of the dataset's evidence turns whose ``msg_id`` is among the kept
+items of the related history. The semantic layer gets exactly the given budget (the
+other layers get none), so the figure says what that many tokens of recall hold.
 
 Two means are reported, as the literature uses both: **micro** (evidence turns found over
 all evidence turns; a question with seven evidence turns counts seven times) and
