@@ -85,8 +85,8 @@ def test_character_bigram_jaccard() -> None:
 def test_dense_rewrite() -> None:
     q = "When did Caroline go to the LGBTQ support group?"
     assert dense_rewrite(q, rewrite_query(q)) == "did go to the LGBTQ support group"
-    zh = "上次那个方案还有没有改进空间"
-    assert dense_rewrite(zh, rewrite_query(zh)) == "方案 改进 空间"
+    zh = "上次那个方案还有没有改进空间"  # Chinese: the question alone
+    assert dense_rewrite(zh, rewrite_query(zh)) is None
     assert dense_rewrite("budget", rewrite_query("budget")) is None
     # A capital that is only the question word leaves the same question: no second query.
     for same in ("What did we say about the garden?", "How's the weather", "Did it rain?"):
@@ -174,6 +174,23 @@ def test_a_weak_chinese_lexical_match_counts_less_than_its_rank(tmp_path: Path) 
     assert ranked("Where was he posted this time?").index("w") < ranked(
         "Where was he posted this time?"
     ).index("d")  # English terms are content words: rank alone, as before
+
+
+def test_a_chinese_question_trusts_the_dense_channel_over_keywords(tmp_path: Path) -> None:
+    # "k" holds every keyword of the question but the dense channel did not find it;
+    # "d" is the dense channel's second hit. In English the full keyword match wins.
+    settings = make_settings(tmp_path)
+    now = NOW.timestamp()
+
+    def first(query: str) -> str:
+        cands = {
+            "k": Candidate("k", ranks={"lexical": 1}, lexical_share=1.0, created_at=now),
+            "d": Candidate("d", ranks={"vector": 2}, created_at=now),
+        }
+        return fuse(cands, settings=settings, now_s=now, lengths={}, query=query)[0].msg_id
+
+    assert first("她的宠物得了什么病？") == "d"
+    assert first("What illness did her pet have?") == "k"
 
 
 # --- helpers -----------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Scoring recall candidates: channel fusion, answer propagation, recency.
 
-Candidates are messages. Their relevance fuses the channels (two dense searches and
-BM25) by reciprocal rank; a message also inherits half the score of the message it
+Candidates are messages. Their relevance fuses the channels (one or two dense searches
+and BM25) by reciprocal rank; a message also inherits half the score of the message it
 answers (the answer to "what did you do at the picnic?" rarely says "picnic"); messages
 with almost no words are discounted; when the question names an author of the
 candidates ("What books has Tim read?"), the other authors' messages count less; when
@@ -48,6 +48,10 @@ MIN_CONTENT_TERMS = 6
 # read?" is about Tim's messages). Not 0: the other side's "Tim, you said…" can answer.
 # On LoCoMo dev: 0.5 → +0.023 evidence recall, 0.3 → +0.030, 0.1 → +0.019.
 OTHER_AUTHOR = 0.3
+# Factor on a Chinese question's lexical credit. jieba's search terms split a paraphrase
+# into words its answer need not share, and e5 reads Chinese: on the Chinese sets at 200
+# tokens 0.3 recalled 5 more paraphrases than 1.0 (docs/benchmarks.md), 0.5 the same.
+CJK_LEXICAL = 0.3
 # Share of an exchange unit's dense credit for its messages after the first: the unit
 # matched, most likely for the words of the turn that opens it.
 UNIT_TAIL = 0.3
@@ -67,22 +71,23 @@ _NAME = re.compile(r"\b[A-Z][a-z]+(?:'s)?\b")
 
 
 def dense_rewrite(query: str, rewrite: Rewrite) -> str | None:
-    """The second dense query: the question without title-case words, or its keywords.
+    """The second dense query: the question without title-case words.
 
     Names and question words pull a query towards every message that merely contains
     them (an embedding is insensitive to rare words next to frequent ones);
-    the rewrite keeps the topic. Chinese has no case, so it gets the keyword rewrite.
-    None when the rewrite would be the query itself.
+    the rewrite keeps the topic. None when the rewrite would be the query itself, and
+    for Chinese, which has no case: its keywords embedded as a bag of words ranked the
+    answer lower than the question itself does (the question leaves out the user's
+    names instead, :func:`without_names`).
     """
-    if any("\u4e00" <= ch <= "\u9fff" for ch in query):
-        text = rewrite.keywords
-    else:
-        removed = _NAME.findall(query)
-        if all(w.lower().split("'")[0] in STOPWORDS for w in removed):
-            # Only "What"/"When"/"Did" at the start: the same question, embedded twice
-            # for nothing (one more MiniLM pass and one more vector query per call).
-            return None
-        text = re.sub(r"\s+", " ", _NAME.sub(" ", query)).strip(" ?!.,")
+    if has_cjk(query):
+        return None
+    removed = _NAME.findall(query)
+    if all(w.lower().split("'")[0] in STOPWORDS for w in removed):
+        # Only "What"/"When"/"Did" at the start: the same question, embedded twice
+        # for nothing (one more embedding and one more vector query per call).
+        return None
+    text = re.sub(r"\s+", " ", _NAME.sub(" ", query)).strip(" ?!.,")
     if not text or text == query or not lexical_terms(text):
         return None
     return text
@@ -94,7 +99,7 @@ def without_names(query: str, names: Iterable[str]) -> str | None:
     A dense hit's text opens with its author ("李娜: 我家猫…"), so a question about the
     user in the third person ("李娜的猫得了什么病？") matches every unit of theirs by the
     name, the short ones best, and its topic weighs little. Without the name the topic
-    decides; the keyword query and the lexical channel still carry it. None when the
+    decides; the lexical channel still matches the name. None when the
     question names none of them, or is nothing else. English questions keep their
     names here: their second dense query already leaves them out (:func:`dense_rewrite`).
     """
@@ -189,7 +194,7 @@ def fuse(
 
 def weak_lexical_counts_less(query: str) -> bool:
     """Whether a lexical match counts by the share of the question it matches, not by
-    its rank alone.
+    its rank alone, and by :data:`CJK_LEXICAL` of it.
 
     Chinese queries are segmented into many common words and single characters that
     carry no topic ("这次", "哪"), so a message matching only those still takes a rank.
@@ -203,15 +208,15 @@ def channel_credit(
 ) -> dict[str, float]:
     """What each channel's rank is worth to ``c``: reciprocal rank, weighted; a reply's
     share of its unit's dense hits; a Chinese lexical match by the share of the
-    question it matches."""
+    question it matches, and less."""
     credit: dict[str, float] = {}
     short = max(n_terms, 1) / MIN_CONTENT_TERMS if n_terms is not None else 1.0
     for ch, r in c.ranks.items():
         w = CHANNEL_WEIGHTS.get(ch, 1.0) / (RRF_K + r) * min(short, 1.0)
         if ch in c.unit_tail and (c.name is None or c.name.casefold() not in named):
             w *= UNIT_TAIL
-        if ch == "lexical" and by_share and c.lexical_share is not None:
-            w *= c.lexical_share
+        if ch == "lexical" and by_share:
+            w *= CJK_LEXICAL * (c.lexical_share if c.lexical_share is not None else 1.0)
         credit[ch] = w
     return credit
 
