@@ -20,6 +20,10 @@ def test_without_names_drops_bound_names_from_a_chinese_question() -> None:
     # The longer name first, whatever the order given; Latin names ignore case.
     assert without_names("欧阳雨桐和雨桐的猫", ["雨桐", "欧阳雨桐"]) == "和的猫"
     assert without_names("Anna 最近在学什么乐器？", ["anna"]) == "最近在学什么乐器？"
+    # A Latin name as a whole word only; a one-character name not at all.
+    assert without_names("Ann 的 annual 计划是什么？", ["Ann"]) == "的 annual 计划是什么？"
+    assert without_names("Ann的计划是什么？", ["Ann"]) == "的计划是什么？"
+    assert without_names("芳的芳香疗法学得怎么样？", ["芳"]) is None
 
 
 @pytest.mark.parametrize(

@@ -102,12 +102,17 @@ def without_names(query: str, names: Iterable[str]) -> str | None:
     decides; the lexical channel still matches the name. None when the
     question names none of them, or is nothing else. English questions keep their
     names here: their second dense query already leaves them out (:func:`dense_rewrite`).
+    A one-character name is left alone (芳 is also part of 芳香), and a Latin name is
+    removed only as a whole word (Ann, not the "ann" of "annual").
     """
     if not has_cjk(query):
         return None
     text = query
-    for name in sorted(names, key=len, reverse=True):
-        text = re.sub(re.escape(name), "", text, flags=re.IGNORECASE)
+    for name in sorted((n for n in names if len(n.strip()) > 1), key=len, reverse=True):
+        pattern = re.escape(name.strip())
+        if name.isascii():
+            pattern = rf"(?<![A-Za-z0-9]){pattern}(?![A-Za-z0-9])"
+        text = re.sub(pattern, "", text, flags=re.IGNORECASE)
     text = re.sub(r"\s+", " ", text).strip()
     if text == query or not lexical_terms(text):
         return None
