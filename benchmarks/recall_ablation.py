@@ -93,7 +93,7 @@ async def prepare(data: Path, dataset: str = "locomo") -> list[dict[str, Any]]:
         q_text = [q.text for q in questions]
         # context()'s second dense query; a question without one (no name in it) gets
         # its own text here and no second channel in step().
-        rewrites = [dense_rewrite(q, rewrite_query(q)) for q in q_text]
+        rewrites = [dense_rewrite(q) for q in q_text]
         q_var = [r or q for r, q in zip(rewrites, q_text, strict=True)]
         said = [f"{t[4] or t[1]}: {t[2]}" for t in turns]
         keyed = [index_key(ids, turns_by_id) + text for ids, text in units]

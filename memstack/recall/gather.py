@@ -109,15 +109,14 @@ async def query_rewrites(
     timeout_s: float,
 ) -> tuple[dict[str, str], Rewrite]:
     """The dense queries by channel, and the lexical rewrite: the rules' one, with the
-    LLM's keywords and (``neighbours``) related words. The dense rewrite sees the
-    keywords but not the related words."""
+    LLM's keywords and (``neighbours``) related words."""
     rewrite = req.rewrite
     if llm is not None:
         keywords = await guarded(g, "rewrite", llm.keywords(req.query), None, timeout_s)
         if keywords:
             rewrite = lexical.merge_rewrite(rewrite, keywords)
     queries = {"vector": req.query}
-    second = dense_rewrite(req.query, rewrite)
+    second = dense_rewrite(req.query)
     if second is not None:
         queries["vector_rewrite"] = second
     if neighbours:

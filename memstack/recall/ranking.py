@@ -30,7 +30,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from memstack.core.settings import Settings
-from memstack.recall.lexical import Rewrite
 from memstack.recall.snippets import contains_word
 from memstack.text.periods import Period
 from memstack.text.terms import STOPWORDS, has_cjk, lexical_terms
@@ -49,8 +48,8 @@ MIN_CONTENT_TERMS = 6
 # On LoCoMo dev: 0.5 → +0.023 evidence recall, 0.3 → +0.030, 0.1 → +0.019.
 OTHER_AUTHOR = 0.3
 # Factor on a Chinese question's lexical credit. jieba's search terms split a paraphrase
-# into words its answer need not share, and e5 reads Chinese: on the Chinese sets at 200
-# tokens 0.3 recalled 5 more paraphrases than 1.0 (docs/benchmarks.md), 0.5 the same.
+# into words its answer need not share, and e5 reads Chinese; chosen on the Chinese sets
+# (docs/benchmarks.md).
 CJK_LEXICAL = 0.3
 # Share of an exchange unit's dense credit for its messages after the first: the unit
 # matched, most likely for the words of the turn that opens it.
@@ -70,7 +69,7 @@ def recency(age_s: float, half_life_days: float) -> float:
 _NAME = re.compile(r"\b[A-Z][a-z]+(?:'s)?\b")
 
 
-def dense_rewrite(query: str, rewrite: Rewrite) -> str | None:
+def dense_rewrite(query: str) -> str | None:
     """The second dense query: the question without title-case words.
 
     Names and question words pull a query towards every message that merely contains
@@ -108,8 +107,8 @@ def without_names(query: str, names: Iterable[str]) -> str | None:
     if not has_cjk(query):
         return None
     text = query
-    for name in sorted((n for n in names if len(n.strip()) > 1), key=len, reverse=True):
-        pattern = re.escape(name.strip())
+    for name in sorted({n.strip() for n in names if len(n.strip()) > 1}, key=len, reverse=True):
+        pattern = re.escape(name)
         if name.isascii():
             pattern = rf"(?<![A-Za-z0-9]){pattern}(?![A-Za-z0-9])"
         text = re.sub(pattern, "", text, flags=re.IGNORECASE)
